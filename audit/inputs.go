@@ -1,0 +1,63 @@
+package audit
+
+import (
+	"time"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/tlsprobe"
+)
+
+// Inputs is everything one audit judges: the three views plus the configuration that says how
+// they relate. Gathering it is the caller's job (cmd/certdrift), so Run stays free of I/O.
+type Inputs struct {
+	Config  *config.Config
+	Desired []files.Observation
+	Envoys  []EnvoyView
+}
+
+// EnvoyView is what was observed of one Envoy: its loaded view (admin) and served view
+// (handshakes), keyed to its configuration entry.
+type EnvoyView struct {
+	Config config.Envoy
+	// Admin is nil when no admin URL is configured.
+	Admin  *envoyadmin.Snapshot
+	Served []tlsprobe.Result
+}
+
+// Report is the outcome of one audit.
+type Report struct {
+	GeneratedAt time.Time `json:"generated_at"`
+	Bindings    []Binding `json:"bindings"`
+	Findings    []Finding `json:"findings"`
+	Summary     Summary   `json:"summary"`
+}
+
+// Summary counts what was covered, so a clean report can be told apart from an empty one.
+type Summary struct {
+	DesiredSources int            `json:"desired_sources"`
+	Envoys         int            `json:"envoys"`
+	Handshakes     int            `json:"handshakes"`
+	Bindings       int            `json:"bindings"`
+	Findings       map[string]int `json:"findings_by_severity"`
+}
+
+// Binding ties one desired certificate to a place where an Envoy must load and serve it.
+type Binding struct {
+	Envoy  string `json:"envoy"`
+	Source string `json:"source"`
+	Item   string `json:"item,omitempty"`
+	// Where the Envoy holds it: an SDS secret name and/or a certificate file path.
+	Secret string `json:"secret,omitempty"`
+	File   string `json:"file,omitempty"`
+	// Endpoint and SNIs at which it must be served, when known.
+	Endpoint string   `json:"endpoint,omitempty"`
+	SNIs     []string `json:"snis,omitempty"`
+	// How the binding was established: "config", "path" (certificate path matches a desired file),
+	// "sds-name", or "inferred" (same subject/SANs, different serial).
+	Origin string `json:"origin"`
+}
+
+// Inferred reports whether the binding is a heuristic match.
+func (b Binding) Inferred() bool { return b.Origin == "inferred" }

@@ -1,0 +1,212 @@
+// Package config defines certdrift's one YAML configuration file: desired certificate sources,
+// Envoy targets (admin URL and TLS endpoints), explicit bindings, peer pairings for trust-bundle
+// checks, and policy. Decoding is strict: an unknown or misspelled field is an error that names the
+// field and its line.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// MaxFileBytes bounds the config file; a config is hand-written and never near this.
+const MaxFileBytes = 1 << 20
+
+// Config is the whole file.
+type Config struct {
+	Desired  []Desired `yaml:"desired"`
+	Envoys   []Envoy   `yaml:"envoys"`
+	Pairings []Pairing `yaml:"pairings"`
+	Policy   Policy    `yaml:"policy"`
+}
+
+// Desired is one source of desired certificates on disk.
+type Desired struct {
+	Name string `yaml:"name"`
+	// Dir is a directory in kubelet Secret-volume layout or plain; Cert/Key/CA are key (file)
+	// names inside it (defaults tls.crt, tls.key, ca.crt).
+	Dir  string `yaml:"dir"`
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	CA   string `yaml:"ca"`
+	// Merged reads every <name><cert_suffix> with its <name><key_suffix> as its own item.
+	Merged *Merged `yaml:"merged"`
+	// CertFile/KeyFile/CAFile are explicit paths, used instead of Dir.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	CAFile   string `yaml:"ca_file"`
+}
+
+// Merged is the "<name>.crt"/"<name>.key" layout of a merged Secret.
+type Merged struct {
+	CertSuffix string `yaml:"cert_suffix"`
+	KeySuffix  string `yaml:"key_suffix"`
+}
+
+// Envoy is one Envoy instance outside Kubernetes.
+type Envoy struct {
+	Name  string `yaml:"name"`
+	Admin string `yaml:"admin"` // base URL, e.g. http://127.0.0.1:9901
+	// Endpoints are the TLS listeners to handshake with.
+	Endpoints []Endpoint `yaml:"endpoints"`
+	// Bindings tie desired sources to what this Envoy loads, overriding inference.
+	Bindings []Binding `yaml:"bindings"`
+}
+
+// Endpoint is one TLS listener address and the SNIs to ask it for.
+type Endpoint struct {
+	Address string   `yaml:"address"` // host:port
+	SNI     []string `yaml:"sni"`
+	ALPN    []string `yaml:"alpn"`
+	// Source (and Item) name the desired certificate this endpoint must serve; when empty it is
+	// inferred from the Envoy's listeners and bindings.
+	Source string `yaml:"source"`
+	Item   string `yaml:"item"`
+	// ClientCert is presented to mTLS listeners.
+	ClientCert *ClientCert `yaml:"client_cert"`
+}
+
+// ClientCert is a certificate and key presented in a handshake.
+type ClientCert struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Binding says that an Envoy must load a desired source under an SDS secret name or a file path.
+type Binding struct {
+	Source string `yaml:"source"`
+	Item   string `yaml:"item"`
+	Secret string `yaml:"secret"` // SDS secret name as in config_dump
+	File   string `yaml:"file"`   // certificate path as in /certs or config_dump
+}
+
+// Pairing declares that the trust bundle of one source must accept the leaf of another (e.g. a
+// proxy's CA bundle must verify the control plane's serving certificate).
+type Pairing struct {
+	Name   string `yaml:"name"`
+	Bundle Ref    `yaml:"bundle"` // whose CA bundle
+	Leaf   Ref    `yaml:"leaf"`   // whose certificate
+}
+
+// Ref points at a desired source (and merged item).
+type Ref struct {
+	Source string `yaml:"source"`
+	Item   string `yaml:"item"`
+}
+
+// Policy holds thresholds. Durations are Go durations ("720h").
+type Policy struct {
+	ExpiringWarning  Duration `yaml:"expiring_warning"`
+	ExpiringCritical Duration `yaml:"expiring_critical"`
+	// Grace is how long a rotation may take to reach Envoy before drift is reported (kubelet sync
+	// plus SDS debounce).
+	Grace        Duration `yaml:"grace"`
+	MaxBundleCAs int      `yaml:"max_bundle_cas"`
+	MinRSABits   int      `yaml:"min_rsa_bits"`
+	// Timeout bounds each admin request and each handshake.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Defaults applied to a zero Policy field.
+var DefaultPolicy = Policy{
+	ExpiringWarning:  Duration(30 * 24 * time.Hour),
+	ExpiringCritical: Duration(7 * 24 * time.Hour),
+	Grace:            Duration(2 * time.Minute),
+	MaxBundleCAs:     2,
+	MinRSABits:       2048,
+	Timeout:          Duration(5 * time.Second),
+}
+
+// Duration is a time.Duration written as "90s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: duration must be a string like \"90s\"", n.Line)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	if v < 0 {
+		return fmt.Errorf("line %d: duration %q is negative", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("config %s is larger than %d bytes", path, MaxFileBytes)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes strictly, applies defaults and validates.
+func Parse(data []byte) (*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("config is empty")
+		}
+		return nil, err
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("config holds more than one YAML document")
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	p, d := &c.Policy, DefaultPolicy
+	if p.ExpiringWarning == 0 {
+		p.ExpiringWarning = d.ExpiringWarning
+	}
+	if p.ExpiringCritical == 0 {
+		p.ExpiringCritical = d.ExpiringCritical
+	}
+	if p.Grace == 0 {
+		p.Grace = d.Grace
+	}
+	if p.MaxBundleCAs == 0 {
+		p.MaxBundleCAs = d.MaxBundleCAs
+	}
+	if p.MinRSABits == 0 {
+		p.MinRSABits = d.MinRSABits
+	}
+	if p.Timeout == 0 {
+		p.Timeout = d.Timeout
+	}
+}

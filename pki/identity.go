@@ -1,0 +1,62 @@
+package pki
+
+import (
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// Fingerprint is the lower-case hex SHA-256 of the certificate's DER encoding, the identity
+// certdrift uses to compare views.
+func Fingerprint(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// SPKIHash is the lower-case hex SHA-256 of the certificate's SubjectPublicKeyInfo: equal for two
+// certificates that share a key (a renewal that reused the key has a new fingerprint but the same
+// SPKI).
+func SPKIHash(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+	return hex.EncodeToString(sum[:])
+}
+
+// ParseSerial reads a serial number as Envoy and other tools print it: hex, either case, with or
+// without leading zeros, optionally with a 0x prefix or colons between bytes.
+func ParseSerial(s string) (*big.Int, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimPrefix(strings.TrimPrefix(t, "0x"), "0X")
+	t = strings.ReplaceAll(t, ":", "")
+	if t == "" || len(t) > 128 {
+		return nil, fmt.Errorf("serial number %q is empty or too long", truncate(s, 40))
+	}
+	n, ok := new(big.Int).SetString(t, 16)
+	if !ok {
+		return nil, fmt.Errorf("serial number %q is not hex", truncate(s, 40))
+	}
+	return n, nil
+}
+
+// SerialHex formats a serial number the one way certdrift prints it: lower-case hex, no leading
+// zeros (so that two sources that disagree only in formatting print the same string).
+func SerialHex(n *big.Int) string {
+	if n == nil {
+		return ""
+	}
+	return n.Text(16)
+}
+
+// SerialsEqual compares two serials as integers.
+func SerialsEqual(a, b *big.Int) bool {
+	return a != nil && b != nil && a.Cmp(b) == 0
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,108 @@
+// Package envoyadmin observes the loaded view: what an Envoy holds in memory, read from its admin
+// endpoint (/certs, /config_dump secrets and listeners, /stats). Responses are decoded with
+// go-control-plane's admin/v3 types through protojson, discarding unknown fields so that newer and
+// older Envoys both parse, with a size limit and a deadline on every request.
+//
+// Envoy quirks handled here (see DESIGN.md): /certs has no secret names or fingerprints, lists one
+// entry per live TLS context (duplicates and stale contexts appear), shows at most one CA and no
+// intermediates, and days_until_expiration is unreliable (0 when under a day or expired, huge in
+// old versions) — callers should use Expiration. Serial numbers are kept as integers.
+package envoyadmin
+
+import (
+	"crypto/x509"
+	"math/big"
+	"time"
+)
+
+// Snapshot is everything read from one admin endpoint in one pass. Each part has its own error,
+// so an Envoy that refuses /config_dump still yields /certs.
+type Snapshot struct {
+	AdminURL string
+	// ServerVersion from /server_info, when available ("1.40.0").
+	ServerVersion string
+	// ServerStart from /server_info uptime, when available.
+	ServerStart time.Time
+
+	Contexts    []TLSContext // from /certs
+	CertsErr    error
+	Secrets     []Secret // from /config_dump SecretsConfigDump
+	Listeners   []FilterChainTLS
+	ConfigErr   error
+	Stats       Stats
+	StatsErr    error
+	CollectedAt time.Time
+}
+
+// TLSContext is one entry of /certs: one live TLS context.
+type TLSContext struct {
+	CA    []CertDetail // at most one in practice
+	Chain []CertDetail // leaf only in practice
+}
+
+// CertDetail is one certificate as /certs describes it: no fingerprint, no issuer.
+type CertDetail struct {
+	// Path is the file name, or "<inline>" for SDS-delivered bytes, or "<trust domain>: <inline>"
+	// for SPIFFE validators.
+	Path        string
+	Serial      *big.Int // nil if Envoy printed something that is not hex
+	SerialText  string   // as printed
+	DNSNames    []string
+	URIs        []string
+	IPAddresses []string
+	ValidFrom   time.Time
+	Expiration  time.Time
+	// DaysUntilExpiration is Envoy's own figure; unreliable (see package doc).
+	DaysUntilExpiration uint64
+}
+
+// SecretState says which list of the SecretsConfigDump a secret came from.
+type SecretState string
+
+const (
+	SecretStatic  SecretState = "static"
+	SecretActive  SecretState = "active"
+	SecretWarming SecretState = "warming"
+)
+
+// Secret is one SDS secret (or static secret) from /config_dump.
+type Secret struct {
+	Name        string
+	State       SecretState
+	VersionInfo string
+	LastUpdated time.Time
+
+	// For a TLS certificate secret: the chain when Envoy inlined it (SDS over xDS), or the file
+	// it reads (file-based SDS or static), and the watched directory if any.
+	Chain           []*x509.Certificate
+	ChainErr        error
+	CertFile        string
+	KeyFile         string
+	WatchedDir      string
+	KeyRedacted     bool // Envoy printed "[redacted]" for the private key: expected
+	HasCertificate  bool
+	HasValidation   bool
+	ValidationCA    []*x509.Certificate // trusted CA for a validation-context secret
+	ValidationCAErr error
+	CAFile          string
+}
+
+// FilterChainTLS is one downstream TLS context of a listener filter chain: which SNIs it serves and
+// where its certificate and trust bundle come from.
+type FilterChainTLS struct {
+	Listener    string
+	Address     string // host:port the listener binds, when a socket address
+	FilterChain string // filter chain name, may be empty
+	ServerNames []string
+	// Where the certificate comes from: SDS secret names and/or inline/file certificates.
+	SDSCertNames      []string
+	CertFiles         []string
+	SDSValidationName string
+	CAFile            string
+	RequireClientCert bool
+}
+
+// Stats holds the counters certdrift reads from /stats. Names are Envoy's, unmodified.
+type Stats struct {
+	Counters map[string]uint64
+}
