@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"unicode/utf8"
 )
 
 // Fingerprint is the lower-case hex SHA-256 of the certificate's DER encoding, the identity
@@ -27,17 +28,32 @@ func SPKIHash(c *x509.Certificate) string {
 // ParseSerial reads a serial number as Envoy and other tools print it: hex, either case, with or
 // without leading zeros, optionally with a 0x prefix or colons between bytes.
 func ParseSerial(s string) (*big.Int, error) {
+	// RFC 5280 caps serials at 20 octets; 256 bytes allows for sloppy issuers, colons and spaces
+	// while refusing a hostile megabyte before any work is done.
+	if len(s) > 256 {
+		return nil, fmt.Errorf("serial number %q is too long (%d bytes)", truncate(s, 40), len(s))
+	}
 	t := strings.TrimSpace(s)
 	t = strings.TrimPrefix(strings.TrimPrefix(t, "0x"), "0X")
 	t = strings.ReplaceAll(t, ":", "")
 	if t == "" || len(t) > 128 {
 		return nil, fmt.Errorf("serial number %q is empty or too long", truncate(s, 40))
 	}
+	// big.Int.SetString accepts a sign; a serial has none, and "-1" must not equal a real serial.
+	for i := 0; i < len(t); i++ {
+		if !isHexDigit(t[i]) {
+			return nil, fmt.Errorf("serial number %q is not hex", truncate(s, 40))
+		}
+	}
 	n, ok := new(big.Int).SetString(t, 16)
 	if !ok {
 		return nil, fmt.Errorf("serial number %q is not hex", truncate(s, 40))
 	}
 	return n, nil
+}
+
+func isHexDigit(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // SerialHex formats a serial number the one way certdrift prints it: lower-case hex, no leading
@@ -54,9 +70,13 @@ func SerialsEqual(a, b *big.Int) bool {
 	return a != nil && b != nil && a.Cmp(b) == 0
 }
 
+// truncate shortens s for an error message, on a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -41,7 +42,8 @@ var ErrTooLarge = errors.New("input exceeds size or count limit")
 // ParseCertificates decodes every certificate in data, which may be a PEM bundle (many blocks,
 // text or junk between them, CRLF line ends) or a single DER certificate. Non-certificate PEM
 // blocks (keys, CRLs) are skipped without being decoded. A CERTIFICATE block that does not parse
-// is an error naming its position, because a half-read bundle would hide a broken entry.
+// is an error naming its position, because a half-read bundle would hide a broken entry; so is a
+// certificate block that encoding/pem would silently skip (truncated, bad base64, no END line).
 func ParseCertificates(data []byte, lim Limits) ([]*x509.Certificate, error) {
 	lim = lim.orDefault()
 	if len(data) > lim.MaxBytes {
@@ -57,7 +59,16 @@ func ParseCertificates(data []byte, lim Limits) ([]*x509.Certificate, error) {
 		}
 		return []*x509.Certificate{c}, nil
 	}
-	var certs []*x509.Certificate
+	// pem.Decode skips a malformed block and returns the next good one, so count the certificate
+	// BEGIN lines first and compare at the end.
+	want := 0
+	for _, l := range certBlockTypes {
+		want += bytes.Count(data, []byte("-----BEGIN "+l+"-----"))
+	}
+	if want > lim.MaxCerts {
+		return nil, fmt.Errorf("%w: %d certificate blocks > %d", ErrTooLarge, want, lim.MaxCerts)
+	}
+	certs := make([]*x509.Certificate, 0, want)
 	rest := data
 	for n := 1; ; n++ {
 		var block *pem.Block
@@ -65,22 +76,44 @@ func ParseCertificates(data []byte, lim Limits) ([]*x509.Certificate, error) {
 		if block == nil {
 			break
 		}
-		if block.Type != "CERTIFICATE" && block.Type != "TRUSTED CERTIFICATE" {
+		if !contains(certBlockTypes, block.Type) {
 			continue
 		}
 		if len(certs) >= lim.MaxCerts {
 			return nil, fmt.Errorf("%w: more than %d certificates", ErrTooLarge, lim.MaxCerts)
 		}
-		c, err := x509.ParseCertificate(block.Bytes)
+		der := block.Bytes
+		if block.Type == "TRUSTED CERTIFICATE" {
+			// OpenSSL's trusted form appends trust settings after the certificate; keep only the
+			// certificate itself.
+			der = firstASN1Element(der)
+		}
+		c, err := x509.ParseCertificate(der)
 		if err != nil {
-			return nil, fmt.Errorf("PEM block %d: %w", n, err)
+			return nil, fmt.Errorf("PEM block %d (%s): %w", n, block.Type, err)
 		}
 		certs = append(certs, c)
+	}
+	if len(certs) != want {
+		return nil, fmt.Errorf("%d certificate PEM blocks found but %d decode: a block is truncated, has bad base64 or lacks its END line", want, len(certs))
 	}
 	if len(certs) == 0 {
 		return nil, ErrNoCertificates
 	}
 	return certs, nil
+}
+
+// certBlockTypes are the PEM labels OpenSSL and BoringSSL (and so Envoy) read as certificates.
+var certBlockTypes = []string{"CERTIFICATE", "TRUSTED CERTIFICATE", "X509 CERTIFICATE"}
+
+// firstASN1Element returns the first DER element of b, or b when it does not parse (so that the
+// caller's error names the real problem).
+func firstASN1Element(b []byte) []byte {
+	var v asn1.RawValue
+	if _, err := asn1.Unmarshal(b, &v); err != nil {
+		return b
+	}
+	return v.FullBytes
 }
 
 // KeyInfo describes a private key without holding it.
