@@ -22,13 +22,17 @@ type Snapshot struct {
 	// ServerVersion from /server_info, when available ("1.40.0").
 	ServerVersion string
 	// ServerStart from /server_info uptime, when available.
-	ServerStart time.Time
+	ServerStart   time.Time
+	ServerInfoErr error
 
 	Contexts    []TLSContext // from /certs
 	CertsErr    error
 	Secrets     []Secret // from /config_dump SecretsConfigDump
 	Listeners   []FilterChainTLS
-	ConfigErr   error
+	// ConfigSkipped names config_dump entries that were not read (unknown type URLs, entries that
+	// did not decode): a gap in coverage, not a failure.
+	ConfigSkipped []string
+	ConfigErr     error
 	Stats       Stats
 	StatsErr    error
 	CollectedAt time.Time
@@ -85,18 +89,27 @@ type Secret struct {
 	ValidationCA    []*x509.Certificate // trusted CA for a validation-context secret
 	ValidationCAErr error
 	CAFile          string
+	// SPIFFEBundles holds the trust bundles of a SPIFFE certificate validator
+	// (custom_validator_config), by trust domain; such secrets carry no trusted_ca. Errors are in
+	// ValidationCAErr.
+	SPIFFEBundles map[string][]*x509.Certificate
 }
 
 // FilterChainTLS is one downstream TLS context of a listener filter chain: which SNIs it serves and
 // where its certificate and trust bundle come from.
 type FilterChainTLS struct {
-	Listener    string
+	Listener string
+	// State is the listener's: "static", or for LDS listeners "active", "warming" or "draining".
+	State       string
 	Address     string // host:port the listener binds, when a socket address
 	FilterChain string // filter chain name, may be empty
 	ServerNames []string
 	// Where the certificate comes from: SDS secret names and/or inline/file certificates.
-	SDSCertNames      []string
+	SDSCertNames []string
+	// CertFiles are the certificate_chain file names of inline tls_certificates; "<inline>" for
+	// a chain given inline, whose certificates are then in InlineCerts.
 	CertFiles         []string
+	InlineCerts       []*x509.Certificate
 	SDSValidationName string
 	CAFile            string
 	RequireClientCert bool

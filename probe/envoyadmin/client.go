@@ -1,0 +1,255 @@
+package envoyadmin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options tune a Client. The zero value is usable.
+type Options struct {
+	// HTTPClient is used for every request; nil means a client of its own with no global state.
+	HTTPClient *http.Client
+	// Timeout bounds each request, body included (default 5s).
+	Timeout time.Duration
+	// MaxBodyBytes bounds each response body (default 16 MiB: /config_dump of a large Envoy runs
+	// to several MB even with the secret and listener masks).
+	MaxBodyBytes int64
+	// Now is the clock for Snapshot.CollectedAt and ServerStart (default time.Now).
+	Now func() time.Time
+}
+
+// Defaults for Options.
+const (
+	DefaultTimeout      = 5 * time.Second
+	DefaultMaxBodyBytes = 16 << 20
+)
+
+// Client reads one Envoy admin endpoint.
+type Client struct {
+	base    string
+	hc      *http.Client
+	timeout time.Duration
+	maxBody int64
+	now     func() time.Time
+}
+
+// New returns a Client for the admin endpoint at baseURL ("http://127.0.0.1:15000").
+func New(baseURL string, opts Options) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("envoy admin URL %q: %w", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("envoy admin URL %q: scheme must be http or https", baseURL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("envoy admin URL %q: no host", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("envoy admin URL %q: must not have a query or fragment", baseURL)
+	}
+	c := &Client{
+		base:    strings.TrimRight(u.String(), "/"),
+		hc:      opts.HTTPClient,
+		timeout: opts.Timeout,
+		maxBody: opts.MaxBodyBytes,
+		now:     opts.Now,
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}}
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.maxBody <= 0 {
+		c.maxBody = DefaultMaxBodyBytes
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c, nil
+}
+
+// Query strings certdrift sends. The masks keep only secrets or listeners in a plain-dump-shaped
+// response (Envoy 1.36 and 1.40 both honour them; an Envoy without ?mask= ignores it and sends the
+// whole dump, which parses the same way). Commas are left unescaped on purpose.
+const (
+	secretsQuery   = "/config_dump?mask=static_secrets,dynamic_active_secrets,dynamic_warming_secrets"
+	listenersQuery = "/config_dump?mask=static_listeners,dynamic_listeners"
+)
+
+// Snapshot reads /certs, /config_dump, /stats and /server_info concurrently. It always returns a
+// Snapshot; each part carries its own error.
+func (c *Client) Snapshot(ctx context.Context) *Snapshot {
+	s := &Snapshot{AdminURL: c.base}
+	var (
+		wg     sync.WaitGroup
+		uptime time.Duration
+	)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		s.Contexts, s.CertsErr = c.Certs(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		d, err := c.config(ctx)
+		s.Secrets, s.Listeners, s.ConfigSkipped, s.ConfigErr = d.Secrets, d.Listeners, d.Skipped, err
+	}()
+	go func() {
+		defer wg.Done()
+		s.Stats, s.StatsErr = c.Stats(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.ServerVersion, uptime, s.ServerInfoErr = c.serverInfo(ctx)
+	}()
+	wg.Wait()
+	s.CollectedAt = c.now()
+	if s.ServerInfoErr == nil && uptime > 0 {
+		s.ServerStart = s.CollectedAt.Add(-uptime).Truncate(time.Second)
+	}
+	return s
+}
+
+// Certs reads /certs.
+func (c *Client) Certs(ctx context.Context) ([]TLSContext, error) {
+	body, err := c.fetch(ctx, "/certs", true)
+	if err != nil {
+		return nil, err
+	}
+	out, err := ParseCerts(body)
+	if err != nil {
+		return out, fmt.Errorf("%s/certs: %w", c.base, err)
+	}
+	return out, nil
+}
+
+// config reads secrets and listeners through the masks, falling back to one plain /config_dump
+// when Envoy rejects a mask (HTTP 400: it does so when no config of that kind exists at all, and
+// an Envoy could reject the parameter).
+func (c *Client) config(ctx context.Context) (configDump, error) {
+	var (
+		out   configDump
+		plain *configDump
+		errs  []error
+	)
+	getPlain := func() (*configDump, error) {
+		if plain != nil {
+			return plain, nil
+		}
+		body, err := c.fetch(ctx, "/config_dump", true)
+		if err != nil {
+			return nil, err
+		}
+		d, err := parseConfigDump(body, SecretActive)
+		if err != nil {
+			return nil, fmt.Errorf("%s/config_dump: %w", c.base, err)
+		}
+		plain = &d
+		return plain, nil
+	}
+	for _, part := range []struct {
+		query string
+		take  func(from configDump)
+	}{
+		{secretsQuery, func(d configDump) { out.Secrets = d.Secrets; out.Skipped = append(out.Skipped, d.Skipped...) }},
+		{listenersQuery, func(d configDump) { out.Listeners = d.Listeners; out.Skipped = append(out.Skipped, d.Skipped...) }},
+	} {
+		body, err := c.fetch(ctx, part.query, true)
+		if isStatus(err, http.StatusBadRequest) {
+			d, err := getPlain()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			part.take(*d)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d, err := parseConfigDump(body, SecretActive)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s%s: %w", c.base, part.query, err))
+			continue
+		}
+		// An Envoy that ignores ?mask= sends everything; take only this part so the other
+		// request does not add duplicates.
+		part.take(d)
+	}
+	out.Skipped = dedupe(out.Skipped)
+	return out, errors.Join(errs...)
+}
+
+func dedupe(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Stats reads /stats?filter=, falling back to the whole /stats when Envoy rejects the filter.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	q := "/stats?filter=" + url.QueryEscape(statsFilter)
+	body, err := c.fetch(ctx, q, false)
+	if isStatus(err, http.StatusBadRequest) {
+		q = "/stats"
+		body, err = c.fetch(ctx, q, false)
+	}
+	if err != nil {
+		return Stats{}, err
+	}
+	st, err := ParseStats(body)
+	if err != nil {
+		return st, fmt.Errorf("%s%s: %w", c.base, q, err)
+	}
+	return st, nil
+}
+
+// serverInfo reads the version and uptime from /server_info. It is decoded with encoding/json into
+// the two fields wanted: the rest (command line, node, extension list) is ~100 KB of no interest.
+func (c *Client) serverInfo(ctx context.Context) (version string, uptime time.Duration, err error) {
+	body, err := c.fetch(ctx, "/server_info", true)
+	if err != nil {
+		return "", 0, err
+	}
+	return parseServerInfo(body)
+}
+
+func parseServerInfo(body []byte) (string, time.Duration, error) {
+	var si struct {
+		Version string `json:"version"`
+		Uptime  string `json:"uptime_current_epoch"`
+	}
+	if err := json.Unmarshal(body, &si); err != nil {
+		return "", 0, jsonErr("parse /server_info", err)
+	}
+	// "<sha>/1.40.0/Clean/RELEASE/BoringSSL"
+	version := si.Version
+	if parts := strings.Split(si.Version, "/"); len(parts) >= 2 {
+		version = parts[1]
+	}
+	var up time.Duration
+	if si.Uptime != "" {
+		d, err := time.ParseDuration(si.Uptime)
+		if err != nil || d < 0 {
+			return version, 0, fmt.Errorf("parse /server_info: uptime_current_epoch %q is not a duration", preview([]byte(si.Uptime)))
+		}
+		up = d
+	}
+	return version, up, nil
+}

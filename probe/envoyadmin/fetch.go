@@ -1,0 +1,124 @@
+package envoyadmin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// ErrBodyTooLarge is returned when a response exceeds Options.MaxBodyBytes. The body is not read
+// past the limit.
+var ErrBodyTooLarge = errors.New("response body exceeds the size limit")
+
+// ErrNotJSON is returned when a JSON endpoint answers with something else, typically an HTML page
+// from a port that is not Envoy's admin (or a proxy's error page in front of it).
+var ErrNotJSON = errors.New("response is not JSON")
+
+// StatusError is a response other than 200 OK. Callers branch on Code: 404 from an Envoy means
+// the endpoint does not exist in that version, 400 that a query parameter was rejected.
+type StatusError struct {
+	URL  string
+	Code int
+	// Body is a short printable excerpt of what the server said (Envoy puts the reason there).
+	Body string
+}
+
+func (e *StatusError) Error() string {
+	msg := fmt.Sprintf("GET %s: HTTP %d %s", e.URL, e.Code, http.StatusText(e.Code))
+	if e.Code == http.StatusNotFound {
+		msg += " (endpoint missing: an Envoy too old for it, or not an Envoy admin port)"
+	}
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
+}
+
+func isStatus(err error, code int) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == code
+}
+
+// fetch GETs c.base+pathQuery with its own deadline and returns the body, read through the size
+// limit. wantJSON rejects HTML and other non-JSON answers before anything tries to decode them.
+func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) ([]byte, error) {
+	u := c.base + pathQuery
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	if wantJSON {
+		req.Header.Set("Accept", "application/json")
+	}
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.timeoutErr(ctx, u, "request", start, 0, err)
+	}
+	// Closing without draining drops the connection, which is what a hostile or oversized
+	// response deserves.
+	defer resp.Body.Close()
+
+	if resp.StatusCode != http.StatusOK {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return nil, &StatusError{URL: u, Code: resp.StatusCode, Body: strings.TrimSpace(printable(snippet))}
+	}
+	if resp.ContentLength > c.maxBody {
+		return nil, fmt.Errorf("GET %s: %w: Content-Length %d > %d bytes", u, ErrBodyTooLarge, resp.ContentLength, c.maxBody)
+	}
+	ct := resp.Header.Get("Content-Type")
+	if wantJSON && strings.Contains(strings.ToLower(ct), "html") {
+		return nil, fmt.Errorf("GET %s: %w: Content-Type %q (is this Envoy's admin port?)", u, ErrNotJSON, ct)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
+	if err != nil {
+		return nil, c.timeoutErr(ctx, u, "reading body", start, len(body), err)
+	}
+	if int64(len(body)) > c.maxBody {
+		return nil, fmt.Errorf("GET %s: %w: more than %d bytes", u, ErrBodyTooLarge, c.maxBody)
+	}
+	if wantJSON {
+		t := bytes.TrimSpace(body)
+		if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+			return nil, fmt.Errorf("GET %s: %w: body starts with %q (Content-Type %q)", u, ErrNotJSON, preview(t), ct)
+		}
+	}
+	return body, nil
+}
+
+// timeoutErr says plainly when the per-request deadline was the cause, since "context deadline
+// exceeded" alone does not tell which request or how long it ran.
+func (c *Client) timeoutErr(ctx context.Context, u, stage string, start time.Time, got int, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("GET %s: %s: no complete answer within %s (got %d bytes after %s): %w",
+			u, stage, c.timeout, got, time.Since(start).Round(time.Millisecond), context.DeadlineExceeded)
+	}
+	return fmt.Errorf("GET %s: %s: %w", u, stage, err)
+}
+
+// printable keeps an error excerpt to one line of printable ASCII, and drops it entirely if it
+// looks like key material (a misbehaving server must not get a key into certdrift's logs).
+func printable(b []byte) string {
+	if bytes.Contains(b, []byte("PRIVATE KEY")) {
+		return "[body withheld: looks like key material]"
+	}
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		switch {
+		case c == '\n' || c == '\r' || c == '\t':
+			out = append(out, ' ')
+		case c < 0x20 || c > 0x7e:
+			out = append(out, '.')
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}
