@@ -8,10 +8,20 @@ import (
 	"strings"
 )
 
+// ListenerStatPrefix is the prefix of the TLS stats of a listener configured with address and
+// port, as Envoy names them: "listener.127.0.0.1_0".
+func ListenerStatPrefix(address string, port int) string {
+	return fmt.Sprintf("listener.%s_%d", address, port)
+}
+
 // Listener is one downstream TLS listener of a test bootstrap. Each answers HTTP requests on
 // every path with 200 and the body "certdrift-test <listener>/<chain>".
 type Listener struct {
 	Name string // default "https"
+	// Address is a loopback IP, default 127.0.0.1. Envoy names a listener's TLS stats after the
+	// configured address and port ("listener.127.0.0.1_0.ssl.*"), so two ephemeral-port
+	// listeners share their TLS stats unless their addresses differ (all of 127/8 is loopback).
+	Address string
 	// Port is 0 by default: Envoy picks one, read it back with (*Envoy).ListenerAddr.
 	Port   int
 	Chains []Chain
@@ -87,6 +97,9 @@ func listenerJSON(l Listener) obj {
 	if l.Name == "" {
 		l.Name = "https"
 	}
+	if l.Address == "" {
+		l.Address = "127.0.0.1"
+	}
 	var chains []any
 	for i, c := range l.Chains {
 		if c.Name == "" {
@@ -96,7 +109,7 @@ func listenerJSON(l Listener) obj {
 	}
 	return obj{
 		"name":    l.Name,
-		"address": obj{"socket_address": obj{"address": "127.0.0.1", "port_value": l.Port}},
+		"address": obj{"socket_address": obj{"address": l.Address, "port_value": l.Port}},
 		"listener_filters": []any{obj{
 			"name":         "envoy.filters.listener.tls_inspector",
 			"typed_config": obj{"@type": "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"},

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,7 +136,7 @@ func Start(t testing.TB, cfg Config) *Envoy {
 	t.Cleanup(func() {
 		e.Stop()
 		if t.Failed() {
-			t.Logf("envoytest: last lines of Envoy %s log (%s):\n%s", e.Binary.Version, e.logPath, tail(e.Logs(), 60))
+			t.Logf("envoytest: last lines of Envoy %s log (%s):\n%s", e.Binary.Version, e.logPath, logTail(e.Logs(), 40))
 		}
 	})
 
@@ -144,7 +145,7 @@ func Start(t testing.TB, cfg Config) *Envoy {
 		timeout = 60 * time.Second
 	}
 	if err := e.waitReady(adminPath, timeout); err != nil {
-		t.Fatalf("envoytest: Envoy %s (%s) did not become ready: %v\nlog tail:\n%s", bin.Version, bin.Path, err, tail(e.Logs(), 40))
+		t.Fatalf("envoytest: Envoy %s (%s) did not become ready: %v\nlog tail:\n%s", bin.Version, bin.Path, err, logTail(e.Logs(), 40))
 	}
 	return e
 }
@@ -297,4 +298,20 @@ func (e *Envoy) adminGet(path string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, truncate(string(body), 300))
 	}
 	return body, nil
+}
+
+// startupListing matches the lines of Envoy's start-up inventory (extensions, header maps):
+// one message continued over many lines indented by two spaces, useless when a test fails.
+var startupListing = regexp.MustCompile(`^\[[^]]*\]\[[0-9]+\]\[info\]\[main\] \[[^]]*\]   `)
+
+// logTail is the last n useful lines of an (already redacted) Envoy log, each at most 400 bytes.
+func logTail(log string, n int) string {
+	var keep []string
+	for _, l := range strings.Split(log, "\n") {
+		if startupListing.MatchString(l) {
+			continue
+		}
+		keep = append(keep, truncate(l, 400))
+	}
+	return tail(strings.Join(keep, "\n"), n)
 }
