@@ -66,15 +66,17 @@ func Verify(leaf *x509.Certificate, intermediates, roots []*x509.Certificate, at
 		res.Reason, res.Err = ReasonOther, errors.New("no leaf certificate to verify")
 		return res
 	}
-	roots = nonNil(roots)
+	// roots keeps its nil entries so that RootIndex is a position in the caller's slice.
 	intermediates = nonNil(intermediates)
-	if len(roots) == 0 {
+	if len(nonNil(roots)) == 0 {
 		res.Reason, res.Err = ReasonNoRoots, errors.New("trust bundle is empty")
 		return res
 	}
 	rootPool, interPool := x509.NewCertPool(), x509.NewCertPool()
 	for _, r := range roots {
-		rootPool.AddCert(r)
+		if r != nil {
+			rootPool.AddCert(r)
+		}
 	}
 	for _, c := range intermediates {
 		interPool.AddCert(c)
@@ -89,7 +91,7 @@ func Verify(leaf *x509.Certificate, intermediates, roots []*x509.Certificate, at
 		return res
 	}
 	res.Err = fmt.Errorf("verify %q against a bundle of %d CA(s) at %s: %w",
-		leaf.Subject.String(), len(roots), at.UTC().Format(time.RFC3339), err)
+		leaf.Subject.String(), len(nonNil(roots)), at.UTC().Format(time.RFC3339), err)
 	res.classify(err, leaf, intermediates, roots, at)
 	return res
 }
@@ -180,6 +182,9 @@ func (res *VerifyResult) findChain(leaf *x509.Certificate, intermediates, roots 
 	var walk func(c *x509.Certificate) bool
 	walk = func(c *x509.Certificate) bool {
 		for i, r := range roots {
+			if r == nil {
+				continue
+			}
 			if bytes.Equal(c.Raw, r.Raw) || issued(c, r) {
 				if !bytes.Equal(c.Raw, r.Raw) {
 					path = append(path, r)
@@ -232,7 +237,7 @@ func inPath(path []*x509.Certificate, c *x509.Certificate) bool {
 
 func indexOf(certs []*x509.Certificate, c *x509.Certificate) int {
 	for i, x := range certs {
-		if bytes.Equal(x.Raw, c.Raw) {
+		if x != nil && bytes.Equal(x.Raw, c.Raw) {
 			return i
 		}
 	}
