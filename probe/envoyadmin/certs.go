@@ -105,8 +105,9 @@ func tsTime(ts *timestamppb.Timestamp) time.Time {
 // preview is a short printable excerpt of a body for error messages. Admin bodies hold
 // certificates, never keys (Envoy redacts them), but a hostile server could send anything, so the
 // excerpt is short and limited to printable ASCII.
-func preview(b []byte) string {
-	const n = 40
+func preview(b []byte) string { return previewN(b, 40) }
+
+func previewN(b []byte, n int) string {
 	if bytes.Contains(b[:min(len(b), 4096)], []byte("PRIVATE KEY")) {
 		return "[withheld: looks like key material]"
 	}

@@ -130,7 +130,7 @@ func (d *configDump) entry(where string, raw json.RawMessage, dynamicState Secre
 }
 
 func (d *configDump) skip(where, what string, err error) {
-	d.Skipped = append(d.Skipped, fmt.Sprintf("%s (%s): %v", where, preview([]byte(what)), err))
+	d.Skipped = append(d.Skipped, fmt.Sprintf("%s (%s): %v", where, previewN([]byte(what), 160), err))
 }
 
 // secretsDump splits a SecretsConfigDump into its entries so that each decodes on its own.

@@ -25,17 +25,17 @@ type Snapshot struct {
 	ServerStart   time.Time
 	ServerInfoErr error
 
-	Contexts    []TLSContext // from /certs
-	CertsErr    error
-	Secrets     []Secret // from /config_dump SecretsConfigDump
-	Listeners   []FilterChainTLS
+	Contexts  []TLSContext // from /certs
+	CertsErr  error
+	Secrets   []Secret // from /config_dump SecretsConfigDump
+	Listeners []FilterChainTLS
 	// ConfigSkipped names config_dump entries that were not read (unknown type URLs, entries that
 	// did not decode): a gap in coverage, not a failure.
 	ConfigSkipped []string
 	ConfigErr     error
-	Stats       Stats
-	StatsErr    error
-	CollectedAt time.Time
+	Stats         Stats
+	StatsErr      error
+	CollectedAt   time.Time
 }
 
 // TLSContext is one entry of /certs: one live TLS context.
