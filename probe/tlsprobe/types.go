@@ -26,8 +26,19 @@ type Result struct {
 	Version  uint16
 	ALPN     string
 	Duration time.Duration
-	// Err is set when no chain was received; Reason is a closed-set code for metrics
-	// ("dial", "timeout", "handshake", "refused").
+	// Err is set when no chain was received; Reason is a closed-set code for metrics, one of
+	// Reasons ("refused", "timeout", "dial", "handshake", "no_certificate").
 	Err    error
 	Reason string
+
+	// Start is when the probe began (the age of this observation).
+	Start time.Time
+	// CipherSuite is the negotiated suite (tls.CipherSuiteName names it); 0 if unknown.
+	CipherSuite uint16
+	// ClientCertRequested is true when the server sent a CertificateRequest (an mTLS listener).
+	ClientCertRequested bool
+	// HandshakeErr is set when the server's chain was received but the handshake failed after
+	// that, typically a server that requires a client certificate and got none (TLS 1.2). Chain
+	// is still what the server presents, so Err and Reason stay empty.
+	HandshakeErr error
 }
