@@ -407,4 +407,3 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
-
