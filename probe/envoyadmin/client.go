@@ -215,7 +215,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	}
 	st, err := ParseStats(body)
 	if err != nil {
-		return st, fmt.Errorf("%s%s: %w", c.base, q, err)
+		return st, fmt.Errorf("%s: %w", shortURL(c.base+q), err)
 	}
 	return st, nil
 }

@@ -47,10 +47,11 @@ func isStatus(err error, code int) bool {
 // fetch GETs c.base+pathQuery with its own deadline and returns the body, read through the size
 // limit. wantJSON rejects HTML and other non-JSON answers before anything tries to decode them.
 func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) ([]byte, error) {
-	u := c.base + pathQuery
+	full := c.base + pathQuery
+	u := shortURL(full) // for messages: the stats filter alone is 400 bytes escaped
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, full, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", u, err)
 	}
@@ -91,6 +92,13 @@ func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) ([]
 		}
 	}
 	return body, nil
+}
+
+func shortURL(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 && len(u)-i > 80 {
+		return u[:i+60] + "…"
+	}
+	return u
 }
 
 // timeoutErr says plainly when the per-request deadline was the cause, since "context deadline
