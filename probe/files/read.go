@@ -116,14 +116,16 @@ func (r *reader) read(src Source) Observation {
 // through its directory's resolved ..data, so a cert and key in one volume still come from one
 // version.
 func (r *reader) readExplicit(src Source) Observation {
-	if src.CertFile == "" {
-		return Observation{Err: errors.New("source has neither a directory nor a certificate file")}
+	if src.CertFile == "" && src.CAFile == "" {
+		return Observation{Err: errors.New("source has neither a directory, a certificate file nor a CA file")}
 	}
-	cert, err := r.explicit(src.CertFile)
-	if err != nil {
-		return Observation{Err: err}
+	var cert, key, ca fileRef
+	var err error
+	if src.CertFile != "" {
+		if cert, err = r.explicit(src.CertFile); err != nil {
+			return Observation{Err: err}
+		}
 	}
-	var key, ca fileRef
 	if src.KeyFile != "" {
 		if key, err = r.explicit(src.KeyFile); err != nil {
 			return Observation{Err: err}
@@ -135,7 +137,7 @@ func (r *reader) readExplicit(src Source) Observation {
 		}
 	}
 	obs := Observation{Items: []Item{r.item("", cert, key, ca)}, ChangedAt: r.newest}
-	if v := r.views[filepath.Dir(src.CertFile)]; v != nil && v.dataDir != "" {
+	if v := r.views[filepath.Dir(or(src.CertFile, src.CAFile))]; v != nil && v.dataDir != "" {
 		obs.DataDir, obs.ChangedAt = v.dataDir, v.changed
 	}
 	return obs
@@ -244,6 +246,8 @@ func (r *reader) item(name string, cert, key, ca fileRef) Item {
 	c := r.load(cert)
 	if c.err != nil {
 		it.ChainErr = fmt.Errorf("read certificate file %s: %w", cert.shown, c.err)
+	} else if c.absent {
+		// A trust-bundle-only source (ca_file alone): no certificate was configured.
 	} else if it.Chain, it.ChainErr = pki.ParseCertificates(c.data, r.lim); it.ChainErr != nil {
 		it.Chain = nil
 		it.ChainErr = fmt.Errorf("parse certificate file %s: %w", cert.shown, it.ChainErr)

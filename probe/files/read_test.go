@@ -186,6 +186,14 @@ func TestRead(t *testing.T) {
 			want:        []summary{{CertPath: "<dir>/cert.pem", KeyPath: "<dir>/nope.key", Leaf: fpA, ChainLen: 1, KeyErr: "not_exist"}},
 		},
 		{
+			name:        "ExplicitTrustBundleOnly",
+			reason:      "a source that is only a CA bundle (a listener's trusted CA, a ConfigMap root cert)",
+			setup:       plain(map[string][]byte{"trust.pem": certs.Bundle(p.inter, p.root)}),
+			src:         func(d string) Source { return Source{CAFile: d + "/trust.pem"} },
+			wantChanged: pinned.Add(-time.Hour), // the only file read
+			want:        []summary{{CAPath: "<dir>/trust.pem", CALen: 2}},
+		},
+		{
 			name:    "ExplicitWithoutCertFile",
 			reason:  "nothing to read is a configuration error",
 			setup:   func(*testing.T, string) {},
