@@ -57,6 +57,8 @@ type Binding struct {
 	// How the binding was established: "config", "path" (certificate path matches a desired file),
 	// "sds-name", or "inferred" (same subject/SANs, different serial).
 	Origin string `json:"origin"`
+	// State is converged, converging, stale or unknown (see the State* constants).
+	State string `json:"state"`
 }
 
 // Inferred reports whether the binding is a heuristic match.

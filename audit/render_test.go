@@ -28,10 +28,10 @@ func sampleReport() Report {
 	return Report{
 		GeneratedAt: at,
 		Bindings: []Binding{
-			{Envoy: "edge-1", Source: "frontend-tls", Secret: "frontend", Endpoint: "10.0.0.1:8443", SNIs: []string{"shop.example.com"}, Origin: "config"},
-			{Envoy: "edge-2", Source: "frontend-tls", Secret: "frontend", Endpoint: "10.0.0.2:8443", SNIs: []string{"shop.example.com"}, Origin: "sds-name"},
-			{Envoy: "edge-2", Source: "api-tls", File: "/etc/envoy/certs/api.crt", Origin: "inferred"},
-			{Envoy: "edge-1", Source: "internal-ca", Item: "mesh", File: "/etc/envoy/ca/mesh.crt", Origin: "path"},
+			{Envoy: "edge-1", Source: "frontend-tls", Secret: "frontend", Endpoint: "10.0.0.1:8443", SNIs: []string{"shop.example.com"}, Origin: "config", State: StateConverged},
+			{Envoy: "edge-2", Source: "frontend-tls", Secret: "frontend", Endpoint: "10.0.0.2:8443", SNIs: []string{"shop.example.com"}, Origin: "sds-name", State: StateStale},
+			{Envoy: "edge-2", Source: "api-tls", File: "/etc/envoy/certs/api.crt", Origin: "inferred", State: StateStale},
+			{Envoy: "edge-1", Source: "internal-ca", Item: "mesh", File: "/etc/envoy/ca/mesh.crt", Origin: "path", State: StateUnknown},
 		},
 		Findings: []Finding{
 			{
@@ -81,7 +81,7 @@ func sampleReport() Report {
 func cleanReport() Report {
 	return Report{
 		GeneratedAt: time.Date(2026, 11, 22, 4, 1, 2, 0, time.UTC),
-		Bindings:    []Binding{{Envoy: "edge-1", Source: "frontend-tls", Secret: "frontend", Origin: "config"}},
+		Bindings:    []Binding{{Envoy: "edge-1", Source: "frontend-tls", Secret: "frontend", Origin: "config", State: StateConverged}},
 		Summary:     Summary{DesiredSources: 1, Envoys: 1, Handshakes: 1, Bindings: 1},
 	}
 }

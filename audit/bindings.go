@@ -1,0 +1,205 @@
+package audit
+
+import (
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
+)
+
+// Binding origins, in order of trust.
+const (
+	OriginConfig   = "config"
+	OriginPath     = "path"
+	OriginSDSName  = "sds-name"
+	OriginInferred = "inferred"
+)
+
+// envoyBindings derives the bindings of one Envoy, most trusted first: explicit config, then the
+// certificate paths Envoy reports (/certs, config_dump) matched to desired files, then SDS secret
+// names equal to a desired source name, then a heuristic match on the SAN set.
+func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
+	var bs []*Binding
+	have := func(source, item string) bool {
+		return slices.ContainsFunc(bs, func(b *Binding) bool { return b.Source == source && b.Item == item })
+	}
+	name := ev.Config.Name
+	for _, cb := range ev.Config.Bindings {
+		bs = append(bs, &Binding{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File, Origin: OriginConfig})
+	}
+	for _, ep := range ev.Config.Endpoints {
+		if ep.Source != "" && !have(ep.Source, ep.Item) {
+			bs = append(bs, &Binding{Envoy: name, Source: ep.Source, Item: ep.Item, Origin: OriginConfig})
+		}
+	}
+	snap := ev.Admin
+	if snap == nil {
+		return bs
+	}
+	for _, s := range snap.Secrets {
+		if s.CertFile == "" {
+			continue
+		}
+		if d := a.desired.byPath[filepath.Clean(s.CertFile)]; d != nil && !have(d.source, d.item) {
+			bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, File: s.CertFile, Origin: OriginPath})
+		}
+	}
+	for _, c := range snap.Contexts {
+		for _, cd := range c.Chain {
+			if d := a.desired.byPath[filepath.Clean(cd.Path)]; d != nil && !have(d.source, d.item) {
+				bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginPath})
+			}
+		}
+	}
+	for _, s := range snap.Secrets {
+		if !s.HasCertificate {
+			continue
+		}
+		if d := a.desired.lookup(s.Name, ""); d != nil && !have(d.source, d.item) {
+			bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, File: s.CertFile, Origin: OriginSDSName})
+		}
+	}
+	// Inferred: a loaded leaf whose DNS names equal a desired certificate's but whose serial
+	// differs is most likely an old copy of it.
+	for _, c := range snap.Contexts {
+		if len(c.Chain) == 0 || len(c.Chain[0].DNSNames) == 0 {
+			continue
+		}
+		cd := c.Chain[0]
+		for _, d := range a.desired.all {
+			if d.leaf == nil || have(d.source, d.item) || !sameNames(d.leaf.DNSNames, cd.DNSNames) {
+				continue
+			}
+			bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginInferred})
+		}
+	}
+	return bs
+}
+
+// bindingForEndpoint finds which binding a TLS endpoint and SNI serve: the endpoint's explicit
+// source, else the listener filter chain that matches the port and SNI and names a secret or file
+// of a binding, else a binding whose desired leaf covers the SNI.
+func (a *auditor) bindingForEndpoint(ev *EnvoyView, bs []*Binding, ep config.Endpoint, sni string) *Binding {
+	if ep.Source != "" {
+		for _, b := range bs {
+			if b.Source == ep.Source && b.Item == ep.Item {
+				return b
+			}
+		}
+	}
+	if ev.Admin != nil {
+		if fc := matchFilterChain(ev.Admin.Listeners, ep.Address, sni); fc != nil {
+			for _, b := range bs {
+				if (b.Secret != "" && slices.Contains(fc.SDSCertNames, b.Secret)) ||
+					(b.File != "" && slices.ContainsFunc(fc.CertFiles, func(f string) bool { return filepath.Clean(f) == filepath.Clean(b.File) })) {
+					return b
+				}
+			}
+			// The chain names a secret or file no binding holds yet: bind by that name.
+			for _, n := range fc.SDSCertNames {
+				if d := a.desired.lookup(n, ""); d != nil {
+					return &Binding{Envoy: ev.Config.Name, Source: d.source, Item: d.item, Secret: n, Origin: OriginSDSName}
+				}
+			}
+			for _, f := range fc.CertFiles {
+				if d := a.desired.byPath[filepath.Clean(f)]; d != nil {
+					return &Binding{Envoy: ev.Config.Name, Source: d.source, Item: d.item, File: f, Origin: OriginPath}
+				}
+			}
+		}
+	}
+	if sni != "" {
+		var found *Binding
+		for _, b := range bs {
+			d := a.desired.lookup(b.Source, b.Item)
+			if d != nil && d.leaf != nil && d.leaf.VerifyHostname(sni) == nil {
+				if found != nil {
+					return nil // ambiguous: better no binding than a wrong one
+				}
+				found = b
+			}
+		}
+		if found != nil {
+			return found
+		}
+		// No binding of this Envoy covers the SNI (its admin may be unreachable): a desired
+		// certificate that covers it is the likely one, if it is the only one.
+		var only *desiredCert
+		for _, d := range a.desired.all {
+			if d.leaf != nil && d.leaf.VerifyHostname(sni) == nil {
+				if only != nil {
+					return nil
+				}
+				only = d
+			}
+		}
+		if only != nil {
+			return &Binding{Envoy: ev.Config.Name, Source: only.source, Item: only.item, Origin: OriginInferred}
+		}
+		return nil
+	}
+	if len(bs) == 1 {
+		return bs[0]
+	}
+	return nil
+}
+
+// matchFilterChain picks the filter chain Envoy would use for a connection to port with SNI:
+// an exact server name, then a wildcard, then a chain with no server names.
+func matchFilterChain(ls []envoyadmin.FilterChainTLS, address, sni string) *envoyadmin.FilterChainTLS {
+	port := portOf(address)
+	var wildcard, fallback *envoyadmin.FilterChainTLS
+	for i := range ls {
+		fc := &ls[i]
+		if port == "" || portOf(fc.Address) != port {
+			continue
+		}
+		if len(fc.ServerNames) == 0 {
+			if fallback == nil {
+				fallback = fc
+			}
+			continue
+		}
+		for _, n := range fc.ServerNames {
+			switch {
+			case n == sni:
+				return fc
+			case len(n) > 2 && n[:2] == "*." && wildcard == nil && sni != "" && matchesWildcard(n, sni):
+				wildcard = fc
+			}
+		}
+	}
+	if wildcard != nil {
+		return wildcard
+	}
+	return fallback
+}
+
+func matchesWildcard(pattern, host string) bool {
+	suffix := pattern[1:] // ".example.com"
+	return len(host) > len(suffix) && host[len(host)-len(suffix):] == suffix
+}
+
+func portOf(addr string) string {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			if _, err := strconv.Atoi(addr[i+1:]); err == nil {
+				return addr[i+1:]
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}

@@ -1,0 +1,150 @@
+package audit
+
+import (
+	"crypto/x509"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/files"
+)
+
+// desiredCert is one desired certificate (a source, or one item of a merged source) as the checks
+// use it.
+type desiredCert struct {
+	source, item string
+	obs          *files.Observation
+	it           *files.Item
+	leaf         *x509.Certificate // nil when the certificate file did not parse
+	changedAt    time.Time
+}
+
+func (d *desiredCert) subject() Subject {
+	return Subject{Source: d.source, Item: d.item, File: d.it.CertPath}
+}
+
+// name is how the desired cert is written in messages: "source" or "source/item".
+func (d *desiredCert) name() string {
+	if d.item == "" {
+		return d.source
+	}
+	return d.source + "/" + d.item
+}
+
+// desiredIndex finds desired certificates by source/item and by file path.
+type desiredIndex struct {
+	all    []*desiredCert
+	byRef  map[[2]string]*desiredCert
+	byPath map[string]*desiredCert // cert path and CA path, cleaned
+	byCA   map[string]*desiredCert // CA path, cleaned
+}
+
+func indexDesired(obs []files.Observation) *desiredIndex {
+	ix := &desiredIndex{byRef: map[[2]string]*desiredCert{}, byPath: map[string]*desiredCert{}, byCA: map[string]*desiredCert{}}
+	for i := range obs {
+		o := &obs[i]
+		for j := range o.Items {
+			it := &o.Items[j]
+			d := &desiredCert{source: o.Source.Name, item: it.Name, obs: o, it: it, changedAt: o.ChangedAt}
+			if len(it.Chain) > 0 {
+				d.leaf = it.Chain[0]
+			}
+			ix.all = append(ix.all, d)
+			ix.byRef[[2]string{d.source, d.item}] = d
+			if it.CertPath != "" {
+				ix.byPath[filepath.Clean(it.CertPath)] = d
+			}
+			if it.CAPath != "" {
+				ix.byCA[filepath.Clean(it.CAPath)] = d
+			}
+		}
+	}
+	return ix
+}
+
+func (ix *desiredIndex) lookup(source, item string) *desiredCert {
+	return ix.byRef[[2]string{source, item}]
+}
+
+// checkDesired judges the desired view on its own: can it be read, does the key match, is the CA
+// bundle able to verify the certificate beside it, and is anything expired or weak.
+func (a *auditor) checkDesired(obs []files.Observation) {
+	for i := range obs {
+		o := &obs[i]
+		if o.Err != nil {
+			a.add(Finding{Code: ParseError, Severity: Warning,
+				Subject: Subject{Source: o.Source.Name, File: o.Source.Dir},
+				Message: fmt.Sprintf("desired source %q could not be read: %v", o.Source.Name, o.Err),
+				Advice:  "fix the path or the files; nothing from this source was checked"})
+		}
+	}
+	for _, d := range a.desired.all {
+		it := d.it
+		for _, e := range []struct {
+			err  error
+			file string
+			what string
+		}{{it.ChainErr, it.CertPath, "certificate"}, {it.KeyErr, it.KeyPath, "private key"}, {it.CAErr, it.CAPath, "CA bundle"}} {
+			if e.err != nil {
+				s := d.subject()
+				s.File = e.file
+				a.add(Finding{Code: ParseError, Severity: Warning, Subject: s,
+					Message: fmt.Sprintf("%s of %s in %s: %v", e.what, d.name(), e.file, e.err),
+					Advice:  "replace the file with valid PEM; the checks that need it were skipped"})
+			}
+		}
+		if len(it.CA) > 0 {
+			a.checkBundleHygiene(d.subject(), it.CAPath, it.CA)
+		}
+		if d.leaf == nil {
+			continue
+		}
+		if it.Key != nil && !pki.KeyMatches(d.leaf, it.Key.Public) {
+			a.add(Finding{Code: KeyMismatch, Severity: Critical, Subject: d.subject(),
+				Message:  fmt.Sprintf("private key %s does not match certificate %s", it.KeyPath, it.CertPath),
+				Advice:   "Envoy will refuse this pair; re-issue the certificate or restore the matching key",
+				Evidence: map[string]string{"cert_fingerprint": pki.Fingerprint(d.leaf), "cert_spki_sha256": pki.SPKIHash(d.leaf), "key_algorithm": it.Key.Algorithm}})
+		}
+		a.checkValidity("desired", d.subject(), it.Chain, false)
+		a.checkWeak("desired", d.subject(), d.leaf)
+		if len(it.CA) > 0 {
+			a.checkBundleCovers(d.subject(), it.CA, d.leaf, it.Chain[1:], fmt.Sprintf("the CA bundle %s beside it", it.CAPath))
+		}
+	}
+}
+
+// checkBundleCovers reports CA_BUNDLE_GAP when bundle cannot verify leaf (through the given
+// intermediates) at the audit time.
+func (a *auditor) checkBundleCovers(s Subject, bundle []*x509.Certificate, leaf *x509.Certificate, intermediates []*x509.Certificate, bundleName string) {
+	res := pki.Verify(leaf, intermediates, bundle, a.now, x509.ExtKeyUsageAny)
+	if res.OK {
+		return
+	}
+	ev := map[string]string{
+		"leaf_fingerprint": pki.Fingerprint(leaf),
+		"leaf_issuer":      leaf.Issuer.String(),
+		"bundle_size":      fmt.Sprint(len(bundle)),
+	}
+	if res.Err != nil {
+		ev["reason"] = res.Err.Error()
+	}
+	a.add(Finding{Code: CABundleGap, Severity: Critical, Subject: s, Evidence: ev,
+		Message: fmt.Sprintf("%s does not verify certificate %q (issuer %q)", bundleName, leaf.Subject.CommonName, leaf.Issuer.CommonName),
+		Advice:  "add the new issuer to the bundle before rolling out leaves it signed (bundle [newCA, oldCA] during a CA rotation)"})
+}
+
+func (a *auditor) checkBundleHygiene(s Subject, file string, bundle []*x509.Certificate) {
+	for _, is := range pki.CheckBundle(bundle, a.now, a.policy.MaxBundleCAs) {
+		sev := Info
+		if is.Kind == pki.BundleExpired || is.Kind == pki.BundleTooMany || is.Kind == pki.BundleNotCA {
+			sev = Warning
+		}
+		s2 := s
+		s2.File = file
+		a.add(Finding{Code: CABundleHygiene, Severity: sev, Subject: s2,
+			Message:  fmt.Sprintf("CA bundle %s: %s", file, is.Message),
+			Advice:   "remove expired, duplicate and unneeded CAs from the bundle once no live leaf depends on them",
+			Evidence: map[string]string{"issue": string(is.Kind)}})
+	}
+}

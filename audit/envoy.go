@@ -1,0 +1,448 @@
+package audit
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/tlsprobe"
+)
+
+// Binding states, recorded on each binding in the report.
+const (
+	StateConverged  = "converged"  // loaded and served views match the desired certificate
+	StateConverging = "converging" // different, but the desired cert changed within the grace period
+	StateStale      = "stale"      // different beyond the grace period
+	StateUnknown    = "unknown"    // no view to compare (admin unreachable, nothing served)
+)
+
+// loadedCert is one certificate Envoy reports holding for a binding.
+type loadedCert struct {
+	v     validity
+	cert  *x509.Certificate // when config_dump inlined it
+	where string            // "/certs" or "config_dump secret NAME"
+}
+
+func (l loadedCert) matches(d *x509.Certificate) bool {
+	if l.cert != nil {
+		return pki.Fingerprint(l.cert) == pki.Fingerprint(d)
+	}
+	return matchesSummary(l.v, d)
+}
+
+// matchesSummary compares a /certs entry with a full certificate: Envoy gives neither fingerprint
+// nor issuer, so serial (as an integer) and validity window must both agree.
+func matchesSummary(v validity, c *x509.Certificate) bool {
+	return pki.SerialsEqual(v.serial, c.SerialNumber) &&
+		v.notAfter.Unix() == c.NotAfter.Unix() &&
+		(v.notBefore.IsZero() || v.notBefore.Unix() == c.NotBefore.Unix())
+}
+
+func (a *auditor) checkEnvoy(ev *EnvoyView) {
+	name := ev.Config.Name
+	if ev.Admin != nil {
+		a.checkAdminErrors(ev)
+	}
+	bs := a.envoyBindings(ev)
+	state := map[*Binding]string{}
+	loaded := map[*Binding][]loadedCert{}
+	for _, b := range bs {
+		loaded[b] = a.loadedFor(ev.Admin, b)
+		state[b] = a.checkLoaded(ev, b, loaded[b])
+	}
+	if ev.Admin != nil {
+		a.checkRotation(ev, bs, state)
+		a.checkLoadedValidity(ev)
+	}
+	for _, r := range ev.Served {
+		ep := endpointConfig(ev, r.Target.Address)
+		b := a.bindingForEndpoint(ev, bs, ep, r.Target.SNI)
+		if b != nil && !containsPtr(bs, b) {
+			bs = append(bs, b)
+			loaded[b] = a.loadedFor(ev.Admin, b)
+			state[b] = a.checkLoaded(ev, b, loaded[b])
+		}
+		if b != nil {
+			b.Endpoint = r.Target.Address
+			if r.Target.SNI != "" && !contains(b.SNIs, r.Target.SNI) {
+				b.SNIs = append(b.SNIs, r.Target.SNI)
+			}
+		}
+		if s := a.checkServed(name, r, b, loaded[b]); b != nil && s != "" && state[b] != StateStale {
+			state[b] = s
+		}
+	}
+	for _, b := range bs {
+		b.State = state[b]
+		a.bindings = append(a.bindings, *b)
+	}
+}
+
+func containsPtr(bs []*Binding, b *Binding) bool {
+	for _, x := range bs {
+		if x == b {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAdminErrors turns failed admin reads into UNREACHABLE (nothing answered) or PARSE_ERROR
+// (something answered, but not with what an Envoy admin sends).
+func (a *auditor) checkAdminErrors(ev *EnvoyView) {
+	snap := ev.Admin
+	s := Subject{Envoy: ev.Config.Name, Endpoint: snap.AdminURL}
+	errs := []struct {
+		what string
+		err  error
+	}{{"/certs", snap.CertsErr}, {"/config_dump", snap.ConfigErr}, {"/stats", snap.StatsErr}}
+	unreachable := 0
+	for _, e := range errs {
+		if e.err != nil && isUnreachable(e.err) {
+			unreachable++
+		}
+	}
+	if unreachable == len(errs) {
+		a.add(Finding{Code: Unreachable, Severity: Warning, Subject: s,
+			Message:  fmt.Sprintf("Envoy admin %s did not answer: %v", snap.AdminURL, errs[0].err),
+			Advice:   "the loaded view of this Envoy was not checked; check the admin address and that Envoy is running",
+			Evidence: map[string]string{"reason": reason(errs[0].err)}})
+		return
+	}
+	for _, e := range errs {
+		if e.err == nil {
+			continue
+		}
+		code := ParseError
+		if isUnreachable(e.err) {
+			code = Unreachable
+		}
+		a.add(Finding{Code: code, Severity: Warning, Subject: s,
+			Message: fmt.Sprintf("Envoy admin %s%s: %v", snap.AdminURL, e.what, e.err),
+			Advice:  "the checks that need " + e.what + " were skipped for this Envoy"})
+	}
+}
+
+// unreachableError lets probes mark an error as "nothing usable answered" (for example an HTTP 5xx
+// from the admin endpoint) without audit importing their error types.
+type unreachableError interface{ Unreachable() bool }
+
+func isUnreachable(err error) bool {
+	var u unreachableError
+	if errors.As(err, &u) {
+		return u.Unreachable()
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+func reason(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	}
+	return "error"
+}
+
+// loadedFor collects what the Envoy reports holding for a binding, from config_dump secrets (full
+// certificates when inlined) and /certs entries whose path is the binding's file.
+func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) []loadedCert {
+	if snap == nil {
+		return nil
+	}
+	var out []loadedCert
+	files := map[string]bool{}
+	if b.File != "" {
+		files[filepath.Clean(b.File)] = true
+	}
+	for _, s := range snap.Secrets {
+		if !s.HasCertificate || s.State == envoyadmin.SecretWarming {
+			continue
+		}
+		if (b.Secret != "" && s.Name == b.Secret) || (s.CertFile != "" && files[filepath.Clean(s.CertFile)]) {
+			if s.CertFile != "" {
+				files[filepath.Clean(s.CertFile)] = true
+			}
+			if len(s.Chain) > 0 {
+				out = append(out, loadedCert{v: validityOf(s.Chain[0]), cert: s.Chain[0], where: "config_dump secret " + s.Name})
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range snap.Contexts {
+		if len(c.Chain) == 0 || !files[filepath.Clean(c.Chain[0].Path)] {
+			continue
+		}
+		cd := c.Chain[0]
+		v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
+		if seen[v.key()] { // /certs repeats one entry per live TLS context
+			continue
+		}
+		seen[v.key()] = true
+		out = append(out, loadedCert{v: v, where: "/certs"})
+	}
+	return out
+}
+
+func firstName(cd envoyadmin.CertDetail) string {
+	switch {
+	case len(cd.DNSNames) > 0:
+		return "DNS:" + cd.DNSNames[0]
+	case len(cd.URIs) > 0:
+		return "URI:" + cd.URIs[0]
+	}
+	return "serial " + pki.SerialHex(cd.Serial)
+}
+
+// stale decides between converging and stale for a difference first seen now: the desired
+// certificate changed at changedAt, and Envoy is allowed the grace period to catch up.
+func (a *auditor) stale(d *desiredCert) (bool, time.Duration) {
+	age := a.now.Sub(d.changedAt)
+	return d.changedAt.IsZero() || age > a.policy.Grace.D(), age
+}
+
+// checkLoaded compares the loaded view of a binding with its desired certificate.
+func (a *auditor) checkLoaded(ev *EnvoyView, b *Binding, loaded []loadedCert) string {
+	d := a.desired.lookup(b.Source, b.Item)
+	if d == nil || d.leaf == nil || len(loaded) == 0 {
+		return StateUnknown
+	}
+	for _, l := range loaded {
+		if l.matches(d.leaf) {
+			return StateConverged
+		}
+	}
+	isStale, age := a.stale(d)
+	if !isStale {
+		return StateConverging
+	}
+	l := loaded[0]
+	ev2 := desiredEvidence(d)
+	ev2["loaded_serial"] = pki.SerialHex(l.v.serial)
+	ev2["loaded_not_after"] = l.v.notAfter.UTC().Format(time.RFC3339)
+	ev2["loaded_from"] = l.where
+	if l.cert != nil {
+		ev2["loaded_fingerprint_sha256"] = l.v.fingerprint
+	}
+	since := d.changedAt
+	a.add(Finding{Code: StaleLoaded, Severity: a.staleSeverity(l.v), Subject: a.bindingSubject(ev, b), Evidence: ev2, Inferred: b.Inferred(), Since: timePtr(since),
+		Message: fmt.Sprintf("Envoy %s holds serial %s for %s, but the desired certificate (serial %s) changed %s ago",
+			ev.Config.Name, pki.SerialHex(l.v.serial), d.name(), pki.SerialHex(d.leaf.SerialNumber), roundDur(age)),
+		Advice: "this Envoy did not reload: use file-based or xDS SDS instead of a static TLS context, or restart it (certdrift audit --reload)"})
+	return StateStale
+}
+
+// staleSeverity is critical when the stale certificate is expired or about to be, else warning:
+// an old certificate that is still valid for weeks is drift, not yet an outage.
+func (a *auditor) staleSeverity(v validity) Severity {
+	if !v.notAfter.IsZero() && v.notAfter.Sub(a.now) <= a.policy.ExpiringCritical.D() {
+		return Critical
+	}
+	return Warning
+}
+
+func (a *auditor) bindingSubject(ev *EnvoyView, b *Binding) Subject {
+	return Subject{Envoy: ev.Config.Name, Source: b.Source, Item: b.Item, Secret: b.Secret, File: b.File}
+}
+
+func desiredEvidence(d *desiredCert) map[string]string {
+	return map[string]string{
+		"desired_fingerprint_sha256": pki.Fingerprint(d.leaf),
+		"desired_serial":             pki.SerialHex(d.leaf.SerialNumber),
+		"desired_not_after":          d.leaf.NotAfter.UTC().Format(time.RFC3339),
+		"desired_changed_at":         d.changedAt.UTC().Format(time.RFC3339),
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// checkLoadedValidity reports expiry of every certificate Envoy holds, including CAs in /certs
+// (deduplicated against the desired view by serial and expiry).
+func (a *auditor) checkLoadedValidity(ev *EnvoyView) {
+	for _, c := range ev.Admin.Contexts {
+		for i, cd := range c.Chain {
+			v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
+			a.checkValidityOf("loaded", Subject{Envoy: ev.Config.Name, File: cd.Path}, v, i, false)
+		}
+		for _, cd := range c.CA {
+			v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: "CA " + firstName(cd)}
+			a.checkValidityOf("loaded", Subject{Envoy: ev.Config.Name, File: cd.Path}, v, 1, false)
+		}
+	}
+}
+
+// checkRotation reports ROTATION_FAILED from Envoy's own evidence: SDS updates it rejected (the
+// counters only grow, so they matter when the binding is still not converged) and secrets stuck
+// warming.
+func (a *auditor) checkRotation(ev *EnvoyView, bs []*Binding, state map[*Binding]string) {
+	snap := ev.Admin
+	bySecret := map[string]*Binding{}
+	for _, b := range bs {
+		if b.Secret != "" {
+			bySecret[b.Secret] = b
+		}
+	}
+	for name, n := range snap.Stats.KeyRotationFailed() {
+		if n == 0 {
+			continue
+		}
+		b := bySecret[name]
+		sev, note := Warning, "; the loaded certificate was not compared with a desired one"
+		s := Subject{Envoy: ev.Config.Name, Secret: name}
+		if b != nil {
+			s = a.bindingSubject(ev, b)
+			switch state[b] {
+			case StateConverged:
+				sev, note = Info, "; a later update succeeded and the desired certificate is loaded"
+			case StateStale, StateConverging:
+				sev, note = Critical, "; Envoy still holds the old certificate"
+			}
+		}
+		a.add(Finding{Code: RotationFailed, Severity: sev, Subject: s,
+			Evidence: map[string]string{"failed_updates": fmt.Sprint(n)},
+			Message:  fmt.Sprintf("Envoy %s rejected %d update(s) of secret %q%s", ev.Config.Name, n, name, note),
+			Advice:   "check the new certificate and key (KEY_MISMATCH, PARSE_ERROR) and Envoy's log; Envoy keeps the old certificate until a valid pair arrives"})
+	}
+	for _, s := range snap.Secrets {
+		if s.State != envoyadmin.SecretWarming {
+			continue
+		}
+		a.add(Finding{Code: RotationFailed, Severity: Warning, Subject: Subject{Envoy: ev.Config.Name, Secret: s.Name},
+			Message: fmt.Sprintf("secret %q on Envoy %s is still warming: it was requested but never became active", s.Name, ev.Config.Name),
+			Advice:  "the SDS server has not delivered it (or delivered something Envoy rejected); listeners that need it are not serving"})
+	}
+}
+
+// checkServed judges one handshake and returns the binding state it implies ("" when it implies
+// nothing).
+func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loaded []loadedCert) string {
+	s := Subject{Envoy: envoy, Endpoint: r.Target.Address, SNI: r.Target.SNI}
+	if b != nil {
+		s.Source, s.Item, s.Secret, s.File = b.Source, b.Item, b.Secret, b.File
+	}
+	// A handshake that failed after the server sent its chain (an mTLS peer rejecting our client
+	// certificate) still shows what is served; only no chain at all is a gap in coverage.
+	if len(r.Chain) == 0 {
+		err := r.Err
+		if err == nil {
+			err = errors.New("no certificate presented")
+		}
+		a.add(Finding{Code: Unreachable, Severity: Warning, Subject: s,
+			Evidence: map[string]string{"reason": r.Reason},
+			Message:  fmt.Sprintf("TLS handshake with %s (SNI %s) failed: %v", r.Target.Address, quote(r.Target.SNI), err),
+			Advice:   "the served view of this endpoint was not checked; check the address and that the listener is up"})
+		return StateUnknown
+	}
+	leaf := r.Chain[0]
+	fp := pki.Fingerprint(leaf)
+	a.checkValidity("served", s, r.Chain, true)
+	if r.Target.SNI != "" && !pki.CoversHost(leaf, r.Target.SNI) {
+		a.add(Finding{Code: HostnameMismatch, Severity: Critical, Subject: s,
+			Evidence: map[string]string{"served_fingerprint_sha256": fp, "served_dns_names": strings.Join(leaf.DNSNames, ",")},
+			Message:  fmt.Sprintf("%s served %s for SNI %q, which it does not cover", r.Target.Address, quote(leaf.Subject.CommonName), r.Target.SNI),
+			Advice:   "check the listener's server_names and which certificate its filter chain uses"})
+	}
+	var d *desiredCert
+	if b != nil {
+		d = a.desired.lookup(b.Source, b.Item)
+	}
+	if d == nil || d.leaf == nil || pki.Fingerprint(d.leaf) != fp {
+		a.checkWeak("served", s, leaf)
+	}
+	if len(loaded) > 0 && !anyMatches(loaded, leaf) {
+		a.add(Finding{Code: LoadedServedMismatch, Severity: Warning, Subject: s, Inferred: b != nil && b.Inferred(),
+			Evidence: map[string]string{"served_fingerprint_sha256": fp, "served_serial": pki.SerialHex(leaf.SerialNumber), "loaded_serial": pki.SerialHex(loaded[0].v.serial)},
+			Message:  fmt.Sprintf("Envoy %s reports serial %s loaded for %s, but %s served serial %s", envoy, pki.SerialHex(loaded[0].v.serial), s.Source, r.Target.Address, pki.SerialHex(leaf.SerialNumber)),
+			Advice:   "an old TLS context is still serving (draining listener or another filter chain); check server_names and the listener's filter chains"})
+	}
+	if d == nil || d.leaf == nil {
+		return ""
+	}
+	a.checkServedChain(s, r.Chain, d)
+	if pki.Fingerprint(d.leaf) == fp {
+		return StateConverged
+	}
+	isStale, age := a.stale(d)
+	if !isStale {
+		return StateConverging
+	}
+	ev := desiredEvidence(d)
+	ev["served_fingerprint_sha256"] = fp
+	ev["served_serial"] = pki.SerialHex(leaf.SerialNumber)
+	ev["served_not_after"] = leaf.NotAfter.UTC().Format(time.RFC3339)
+	a.add(Finding{Code: StaleServed, Severity: a.staleSeverity(validityOf(leaf)), Subject: s, Evidence: ev, Inferred: b.Inferred(), Since: timePtr(d.changedAt),
+		Message: fmt.Sprintf("%s (SNI %s) serves %s, not the desired certificate of %s, which changed %s ago",
+			r.Target.Address, quote(r.Target.SNI), short(fp), d.name(), roundDur(age)),
+		Advice: "this Envoy did not reload; restart it or move it to SDS (certdrift audit --reload can do it)"})
+	return StateStale
+}
+
+func anyMatches(loaded []loadedCert, c *x509.Certificate) bool {
+	for _, l := range loaded {
+		if l.matches(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkServedChain reports CHAIN_INCOMPLETE when the served chain is out of order or does not
+// build to the desired CA bundle although the desired chain does (an intermediate was dropped).
+func (a *auditor) checkServedChain(s Subject, chain []*x509.Certificate, d *desiredCert) {
+	var roots []*x509.Certificate
+	if len(d.it.CA) > 0 {
+		roots = d.it.CA
+	}
+	rep := pki.CheckServedChain(chain, roots, a.now)
+	if rep.OK() {
+		return
+	}
+	a.add(Finding{Code: ChainIncomplete, Severity: Warning, Subject: s,
+		Evidence: map[string]string{"served_chain_length": fmt.Sprint(len(chain)), "desired_chain_length": fmt.Sprint(len(d.it.Chain))},
+		Message:  fmt.Sprintf("served chain for %s: %s", d.name(), rep.String()),
+		Advice:   "serve the full chain (leaf, then intermediates in order) so clients that lack the intermediate can verify it"})
+}
+
+func short(fp string) string {
+	if len(fp) > 16 {
+		return fp[:16]
+	}
+	return fp
+}
+
+// endpointConfig finds the configured endpoint a handshake was made to.
+func endpointConfig(ev *EnvoyView, address string) config.Endpoint {
+	for _, ep := range ev.Config.Endpoints {
+		if ep.Address == address {
+			return ep
+		}
+	}
+	return config.Endpoint{Address: address}
+}

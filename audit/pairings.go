@@ -1,0 +1,41 @@
+package audit
+
+import (
+	"fmt"
+
+	"github.com/certdrift/certdrift/config"
+)
+
+// checkPairings verifies each declared peer pairing: the trust bundle of one source must verify
+// the leaf of another. This is the check that catches a CA rotation rolled out to leaves before
+// the peers' bundles (Envoy Gateway #4891).
+func (a *auditor) checkPairings() {
+	for _, p := range a.cfg.Pairings {
+		bundle := a.desired.lookup(p.Bundle.Source, p.Bundle.Item)
+		leaf := a.desired.lookup(p.Leaf.Source, p.Leaf.Item)
+		if bundle == nil || leaf == nil || leaf.leaf == nil {
+			continue // unreadable sources already have PARSE_ERROR findings
+		}
+		ca := bundle.it.CA
+		where := bundle.it.CAPath
+		if len(ca) == 0 {
+			// A source that only holds a bundle may keep it in its certificate file.
+			ca, where = bundle.it.Chain, bundle.it.CertPath
+		}
+		s := Subject{Source: p.Leaf.Source, Item: p.Leaf.Item, File: where}
+		if len(ca) == 0 {
+			a.add(Finding{Code: CABundleGap, Severity: Critical, Subject: s,
+				Message: fmt.Sprintf("pairing %s: source %s has no CA bundle to verify %s with", pairName(p), p.Bundle.Source, leaf.name()),
+				Advice:  "point the pairing's bundle at a source with a CA file"})
+			continue
+		}
+		a.checkBundleCovers(s, ca, leaf.leaf, leaf.it.Chain[1:], fmt.Sprintf("pairing %s: the trust bundle of %s (%s)", pairName(p), bundle.name(), where))
+	}
+}
+
+func pairName(p config.Pairing) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.Bundle.Source + "→" + p.Leaf.Source
+}

@@ -1,0 +1,91 @@
+package audit
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/certdrift/certdrift/config"
+)
+
+// auditor carries the state of one Run. Every check is a method that reads the inputs and calls
+// add; none does I/O.
+type auditor struct {
+	now      time.Time
+	policy   config.Policy
+	cfg      *config.Config
+	desired  *desiredIndex
+	findings []Finding
+	bindings []Binding
+	// seenValidity de-duplicates expiry findings: one certificate seen in several views is
+	// reported once, where it was seen first (desired before loaded before served).
+	seenValidity map[string]bool
+}
+
+// Run judges in against policy at time now. It is a pure function: the same inputs give the same
+// report.
+func Run(in Inputs, policy config.Policy, now time.Time) Report {
+	cfg := in.Config
+	if cfg == nil {
+		cfg = &config.Config{}
+	}
+	a := &auditor{now: now, policy: policy, cfg: cfg, desired: indexDesired(in.Desired), seenValidity: map[string]bool{}}
+	a.checkDesired(in.Desired)
+	a.checkPairings()
+	handshakes := 0
+	for i := range in.Envoys {
+		a.checkEnvoy(&in.Envoys[i])
+		handshakes += len(in.Envoys[i].Served)
+	}
+	sortFindings(a.findings)
+	r := Report{
+		GeneratedAt: now,
+		Bindings:    a.bindings,
+		Findings:    a.findings,
+		Summary: Summary{
+			DesiredSources: len(in.Desired),
+			Envoys:         len(in.Envoys),
+			Handshakes:     handshakes,
+			Bindings:       len(a.bindings),
+			Findings:       map[string]int{},
+		},
+	}
+	for _, f := range a.findings {
+		r.Summary.Findings[f.Severity.String()]++
+	}
+	if r.Bindings == nil {
+		r.Bindings = []Binding{}
+	}
+	if r.Findings == nil {
+		r.Findings = []Finding{}
+	}
+	return r
+}
+
+func (a *auditor) add(f Finding) { a.findings = append(a.findings, f) }
+
+// sortFindings orders by severity (worst first), then by Envoy, source and code so that reports
+// are stable between runs.
+func sortFindings(fs []Finding) {
+	slices.SortStableFunc(fs, func(x, y Finding) int {
+		return cmp.Or(
+			cmp.Compare(y.Severity, x.Severity),
+			cmp.Compare(x.Subject.Envoy, y.Subject.Envoy),
+			cmp.Compare(x.Subject.Source, y.Subject.Source),
+			cmp.Compare(x.Subject.Item, y.Subject.Item),
+			cmp.Compare(x.Code, y.Code),
+			cmp.Compare(x.Subject.Endpoint, y.Subject.Endpoint),
+			cmp.Compare(x.Subject.SNI, y.Subject.SNI),
+			cmp.Compare(x.Message, y.Message),
+		)
+	})
+}
+
+// MaxSeverity returns the worst severity in the report, or 0 when it is clean.
+func (r Report) MaxSeverity() Severity {
+	var m Severity
+	for _, f := range r.Findings {
+		m = max(m, f.Severity)
+	}
+	return m
+}

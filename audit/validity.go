@@ -1,0 +1,110 @@
+package audit
+
+import (
+	"crypto/x509"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/certdrift/certdrift/pki"
+)
+
+// validity is what the expiry checks need of a certificate; /certs gives no more than this.
+type validity struct {
+	serial              *big.Int
+	subject             string
+	notBefore, notAfter time.Time
+	fingerprint         string // empty when only /certs saw it
+}
+
+func validityOf(c *x509.Certificate) validity {
+	return validity{serial: c.SerialNumber, subject: c.Subject.String(), notBefore: c.NotBefore, notAfter: c.NotAfter, fingerprint: pki.Fingerprint(c)}
+}
+
+// key identifies a certificate across views that may lack a fingerprint: /certs gives only the
+// serial and the validity window, which together are unique in practice.
+func (v validity) key() string {
+	return pki.SerialHex(v.serial) + "|" + v.notAfter.UTC().Format(time.RFC3339)
+}
+
+// checkValidity reports EXPIRED, EXPIRING and NOT_YET_VALID for each certificate of a chain seen
+// in view. CA certificates in trust bundles are judged by bundle hygiene instead.
+func (a *auditor) checkValidity(view string, s Subject, chain []*x509.Certificate, served bool) {
+	for i, c := range chain {
+		a.checkValidityOf(view, s, validityOf(c), i, served)
+	}
+}
+
+func (a *auditor) checkValidityOf(view string, s Subject, v validity, pos int, served bool) {
+	k := v.key()
+	if a.seenValidity[k] {
+		return
+	}
+	what := "certificate"
+	if pos > 0 {
+		what = fmt.Sprintf("chain certificate #%d", pos)
+	}
+	ev := map[string]string{
+		"view":       view,
+		"serial":     pki.SerialHex(v.serial),
+		"not_before": v.notBefore.UTC().Format(time.RFC3339),
+		"not_after":  v.notAfter.UTC().Format(time.RFC3339),
+	}
+	if v.fingerprint != "" {
+		ev["fingerprint_sha256"] = v.fingerprint
+	}
+	left := v.notAfter.Sub(a.now)
+	switch {
+	case !v.notAfter.IsZero() && left <= 0:
+		a.seenValidity[k] = true
+		a.add(Finding{Code: Expired, Severity: Critical, Subject: s, Evidence: ev,
+			Message: fmt.Sprintf("%s %s %s expired %s ago", view, what, quote(v.subject), roundDur(-left)),
+			Advice:  "issue a new certificate and make sure every Envoy loads it"})
+	case !v.notBefore.IsZero() && v.notBefore.After(a.now):
+		a.seenValidity[k] = true
+		sev := Warning
+		if served {
+			sev = Critical // clients are rejecting it right now
+		}
+		a.add(Finding{Code: NotYetValid, Severity: sev, Subject: s, Evidence: ev,
+			Message: fmt.Sprintf("%s %s %s is not valid for another %s", view, what, quote(v.subject), roundDur(v.notBefore.Sub(a.now))),
+			Advice:  "check the issuer's clock or backdating; clients reject it until then"})
+	case !v.notAfter.IsZero() && left <= a.policy.ExpiringWarning.D():
+		a.seenValidity[k] = true
+		sev := Warning
+		if left <= a.policy.ExpiringCritical.D() {
+			sev = Critical
+		}
+		a.add(Finding{Code: Expiring, Severity: sev, Subject: s, Evidence: ev,
+			Message: fmt.Sprintf("%s %s %s expires in %s", view, what, quote(v.subject), roundDur(left)),
+			Advice:  "renew it; if it was already renewed, look for STALE findings on the Envoys that still hold this one"})
+	}
+}
+
+func (a *auditor) checkWeak(view string, s Subject, c *x509.Certificate) {
+	for _, w := range pki.WeakCrypto(c, a.policy.MinRSABits) {
+		a.add(Finding{Code: WeakCrypto, Severity: Warning, Subject: s,
+			Message:  fmt.Sprintf("%s certificate %s: %s", view, quote(c.Subject.String()), w),
+			Advice:   "re-issue with RSA ≥ 2048 or ECDSA P-256 and a SHA-256 signature",
+			Evidence: map[string]string{"fingerprint_sha256": pki.Fingerprint(c), "view": view}})
+	}
+}
+
+func quote(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// roundDur prints durations the way a person reads them: days past a day, else minutes.
+func roundDur(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	case d >= time.Hour:
+		return d.Round(time.Minute).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
