@@ -95,8 +95,8 @@ func (a *Authority) Leaf(t testing.TB, opts ...Option) *Leaf {
 
 func mustKey(t testing.TB, o *options) crypto.Signer {
 	t.Helper()
-	if o.badURI != "" {
-		t.Fatalf("certs: SAN %q does not parse", o.badURI)
+	if o.badSAN != "" {
+		t.Fatalf("certs: SAN %q does not parse", o.badSAN)
 	}
 	k, err := newKey(o)
 	if err != nil {

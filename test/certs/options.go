@@ -81,7 +81,7 @@ type options struct {
 	maxPathLen  int
 	pathLenSet  bool
 
-	badURI string // a URI option that did not parse; reported through t.Fatalf
+	badSAN string // a URI or IP that did not parse; reported through t.Fatalf when minting
 }
 
 // Option changes one property of a minted certificate.
@@ -102,7 +102,7 @@ func WithURIs(uris ...string) Option {
 		for _, s := range uris {
 			u, err := url.Parse(s)
 			if err != nil {
-				o.badURI = s
+				o.badSAN = s
 				continue
 			}
 			o.uris = append(o.uris, u)
@@ -110,14 +110,14 @@ func WithURIs(uris ...string) Option {
 	}
 }
 
-// WithIPs sets IP subject alternative names. An address that does not parse is ignored by net.ParseIP
-// and so fails the test when the certificate is minted.
+// WithIPs sets IP subject alternative names. An address that does not parse fails the test when
+// the certificate is minted.
 func WithIPs(ips ...string) Option {
 	return func(o *options) {
 		for _, s := range ips {
 			ip := net.ParseIP(s)
 			if ip == nil {
-				o.badURI = s
+				o.badSAN = s
 				continue
 			}
 			o.ips = append(o.ips, ip)
