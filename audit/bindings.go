@@ -46,6 +46,19 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 			bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, File: s.CertFile, Origin: OriginPath})
 		}
 	}
+	// File-based SDS: Envoy 1.40 and 1.36 inline the certificate it read (config_dump shows no
+	// filename, /certs says "<inline>"), but keep the watched directory, which is the Secret
+	// volume's mount: that ties the SDS secret to a desired directory source.
+	for _, s := range snap.Secrets {
+		if !s.HasCertificate || s.WatchedDir == "" {
+			continue
+		}
+		for _, d := range a.desired.byDir[filepath.Clean(s.WatchedDir)] {
+			if !have(d.source, d.item) {
+				bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, Origin: OriginPath})
+			}
+		}
+	}
 	for _, c := range snap.Contexts {
 		for _, cd := range c.Chain {
 			if d := a.desired.byPath[filepath.Clean(cd.Path)]; d != nil && !have(d.source, d.item) {

@@ -38,10 +38,13 @@ type desiredIndex struct {
 	byRef  map[[2]string]*desiredCert
 	byPath map[string]*desiredCert // cert path and CA path, cleaned
 	byCA   map[string]*desiredCert // CA path, cleaned
+	// byDir finds the items of a directory source by the directory (an SDS watched_directory).
+	// A merged source has one item per certificate, so a directory may map to several.
+	byDir map[string][]*desiredCert
 }
 
 func indexDesired(obs []files.Observation) *desiredIndex {
-	ix := &desiredIndex{byRef: map[[2]string]*desiredCert{}, byPath: map[string]*desiredCert{}, byCA: map[string]*desiredCert{}}
+	ix := &desiredIndex{byRef: map[[2]string]*desiredCert{}, byPath: map[string]*desiredCert{}, byCA: map[string]*desiredCert{}, byDir: map[string][]*desiredCert{}}
 	for i := range obs {
 		o := &obs[i]
 		for j := range o.Items {
@@ -57,6 +60,10 @@ func indexDesired(obs []files.Observation) *desiredIndex {
 			}
 			if it.CAPath != "" {
 				ix.byCA[filepath.Clean(it.CAPath)] = d
+			}
+			if o.Source.Dir != "" {
+				dir := filepath.Clean(o.Source.Dir)
+				ix.byDir[dir] = append(ix.byDir[dir], d)
 			}
 		}
 	}

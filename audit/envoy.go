@@ -186,7 +186,7 @@ func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) []loadedCert 
 				files[filepath.Clean(s.CertFile)] = true
 			}
 			if len(s.Chain) > 0 {
-				out = append(out, loadedCert{v: validityOf(s.Chain[0]), cert: s.Chain[0], where: "config_dump secret " + s.Name})
+				out = append(out, inUse(snap, s)...)
 			}
 		}
 	}
@@ -202,6 +202,48 @@ func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) []loadedCert 
 		}
 		seen[v.key()] = true
 		out = append(out, loadedCert{v: v, where: "/certs"})
+	}
+	return out
+}
+
+// inUse returns what Envoy actually serves for an SDS secret whose certificate config_dump
+// inlines. config_dump shows the secret Envoy accepted, which is not always what its TLS contexts
+// use: when a new pair fails to load (e.g. the key does not match), Envoy 1.36 and 1.40 keep the
+// new secret in config_dump while every TLS context keeps the old certificate, and only /certs
+// shows that. So when /certs has no context with the secret's leaf, the contexts with the same
+// names are what is loaded.
+func inUse(snap *envoyadmin.Snapshot, s envoyadmin.Secret) []loadedCert {
+	leaf := s.Chain[0]
+	accepted := loadedCert{v: validityOf(leaf), cert: leaf, where: "config_dump secret " + s.Name}
+	if snap.CertsErr != nil || len(snap.Contexts) == 0 {
+		return []loadedCert{accepted}
+	}
+	var same []loadedCert
+	seen := map[string]bool{}
+	for _, c := range snap.Contexts {
+		if len(c.Chain) == 0 {
+			continue
+		}
+		cd := c.Chain[0]
+		v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
+		if matchesSummary(v, leaf) {
+			return []loadedCert{accepted}
+		}
+		if sameNames(cd.DNSNames, leaf.DNSNames) && sameNames(cd.URIs, uriStrings(leaf)) && !seen[v.key()] {
+			seen[v.key()] = true
+			same = append(same, loadedCert{v: v, where: "/certs (config_dump secret " + s.Name + " holds a certificate no TLS context uses)"})
+		}
+	}
+	if len(same) == 0 {
+		return []loadedCert{accepted}
+	}
+	return same
+}
+
+func uriStrings(c *x509.Certificate) []string {
+	out := make([]string, 0, len(c.URIs))
+	for _, u := range c.URIs {
+		out = append(out, u.String())
 	}
 	return out
 }
@@ -303,17 +345,26 @@ func (a *auditor) checkLoadedValidity(ev *EnvoyView) {
 // warming.
 func (a *auditor) checkRotation(ev *EnvoyView, bs []*Binding, state map[*Binding]string) {
 	snap := ev.Admin
+	// Stats carry the secret name sanitised ("kubernetes://ns/x" → "kubernetes_ns/x"); map it back.
 	bySecret := map[string]*Binding{}
+	secretName := map[string]string{}
+	for _, s := range snap.Secrets {
+		secretName[envoyadmin.SanitizeStatName(s.Name)] = s.Name
+	}
 	for _, b := range bs {
 		if b.Secret != "" {
-			bySecret[b.Secret] = b
+			bySecret[envoyadmin.SanitizeStatName(b.Secret)] = b
 		}
 	}
-	for name, n := range snap.Stats.KeyRotationFailed() {
+	for statName, n := range snap.Stats.KeyRotationFailed() {
 		if n == 0 {
 			continue
 		}
-		b := bySecret[name]
+		name := statName
+		if real, ok := secretName[statName]; ok {
+			name = real
+		}
+		b := bySecret[statName]
 		sev, note := Warning, "; the loaded certificate was not compared with a desired one"
 		s := Subject{Envoy: ev.Config.Name, Secret: name}
 		if b != nil {

@@ -206,6 +206,13 @@ func TestRun(t *testing.T) {
 					map[string]uint64{"sds.web_cert.key_rotation_failed": 2}), nil)}},
 			want: got{Codes: []string{"ROTATION_FAILED critical", "STALE_LOADED warning"}, States: []string{"web=stale"}},
 		},
+		"AcceptedButNotInUse": {
+			reason: "config_dump holds the new secret but /certs shows every context kept the old leaf (a rejected key pair)",
+			in: Inputs{Desired: []files.Observation{desiredDir("web", "/etc/envoy/tls", f.cur, rotated)},
+				Envoys: []EnvoyView{envoy("edge", inlineSecret(loadedFile("<inline>", f.old.Cert), "web_cert", "/etc/envoy/tls", f.cur.Cert,
+					map[string]uint64{"sds.web_cert.key_rotation_failed": 1}), ep, served("127.0.0.1:10000", "www.example.com", f.old.Cert))}},
+			want: got{Codes: []string{"ROTATION_FAILED critical", "STALE_LOADED warning", "STALE_SERVED warning"}, States: []string{"web=stale"}},
+		},
 		"WarmingSecret": {
 			reason: "a secret that never became active",
 			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoyadmin.Snapshot{AdminURL: "http://x",
@@ -285,6 +292,14 @@ func refused() error {
 	return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}
 }
 
+// inlineSecret adds a file-based SDS secret as Envoy 1.36/1.40 dump it: the certificate inlined,
+// the watched directory kept, no filename.
+func inlineSecret(s *envoyadmin.Snapshot, name, watched string, leaf *x509.Certificate, counters map[string]uint64) *envoyadmin.Snapshot {
+	s.Secrets = append(s.Secrets, envoyadmin.Secret{Name: name, State: envoyadmin.SecretActive, HasCertificate: true, WatchedDir: watched, Chain: []*x509.Certificate{leaf}})
+	s.Stats = envoyadmin.Stats{Counters: counters}
+	return s
+}
+
 func withSecret(s *envoyadmin.Snapshot, name, file string, counters map[string]uint64) *envoyadmin.Snapshot {
 	s.Secrets = append(s.Secrets, envoyadmin.Secret{Name: name, State: envoyadmin.SecretActive, HasCertificate: true, CertFile: file})
 	s.Stats = envoyadmin.Stats{Counters: counters}
@@ -310,4 +325,11 @@ func TestStaleFindingEvidence(t *testing.T) {
 	if r.MaxSeverity() != Warning {
 		t.Errorf("MaxSeverity = %v, want warning", r.MaxSeverity())
 	}
+}
+
+// desiredDir is desired() for a directory source (kubelet layout) at dir.
+func desiredDir(name, dir string, leaf *certs.Leaf, changedAt time.Time) files.Observation {
+	o := desired(name, leaf, changedAt)
+	o.Source.Dir = dir
+	return o
 }
