@@ -74,19 +74,11 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 	if err := render(io.Out, report); err != nil {
 		return noRun(err)
 	}
-	if worst := maxSeverity(report.Findings); worst >= failOn {
+	if report.MaxSeverity() >= failOn {
 		return &exitError{code: exitFindings, silent: true,
 			err: errors.New("findings at or above --fail-on " + failOn.String())}
 	}
 	return nil
-}
-
-func maxSeverity(fs []audit.Finding) audit.Severity {
-	var m audit.Severity
-	for _, f := range fs {
-		m = max(m, f.Severity)
-	}
-	return m
 }
 
 func indent(s string) string {
