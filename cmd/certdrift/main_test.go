@@ -23,6 +23,14 @@ import (
 // a release build sets them.
 var binary string
 
+// The exit codes are a documented interface, so the tests spell them out rather than reuse the
+// constants under test.
+const (
+	codeClean    = 0
+	codeFindings = 1
+	codeNoRun    = 2
+)
+
 const (
 	testVersion = "v0.0.0-test"
 	testCommit  = "0123abcd"
@@ -111,7 +119,7 @@ func TestHelp(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			r := certdrift(t, nil, tc.args...)
-			if r.code != exitClean {
+			if r.code != codeClean {
 				t.Fatalf("%s: want exit 0\n%s", tc.reason, r)
 			}
 			for _, w := range tc.want {
@@ -125,7 +133,7 @@ func TestHelp(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	r := certdrift(t, nil, "version")
-	if r.code != exitClean {
+	if r.code != codeClean {
 		t.Fatalf("want exit 0\n%s", r)
 	}
 	for _, w := range []string{testVersion, testCommit, runtime.Version()} {
@@ -156,8 +164,8 @@ func TestUsageErrors(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			r := certdrift(t, nil, tc.args...)
-			if r.code != exitNoRun {
-				t.Fatalf("%s: want exit %d\n%s", tc.reason, exitNoRun, r)
+			if r.code != codeNoRun {
+				t.Fatalf("%s: want exit %d\n%s", tc.reason, codeNoRun, r)
 			}
 			if !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("%s: stderr does not mention %q\n%s", tc.reason, tc.want, r)
@@ -216,13 +224,13 @@ envoys:
 		"UnknownField": {
 			reason:   "strict decoding names the field and its line",
 			args:     []string{"audit", "--config.check", "--config", bad},
-			wantCode: exitNoRun,
+			wantCode: codeNoRun,
 			stderr:   []string{"cert_fiel", "line 5"},
 		},
 		"DanglingSource": {
 			reason:   "validation names the path of the bad reference",
 			args:     []string{"audit", "--config.check", "--config", dangling},
-			wantCode: exitNoRun,
+			wantCode: codeNoRun,
 			stderr:   []string{"envoys[0].endpoints[0]", "nowhere"},
 		},
 	}
@@ -287,8 +295,8 @@ func TestAuditLocalUnreachable(t *testing.T) {
 
 	t.Run("Table", func(t *testing.T) {
 		r := certdrift(t, nil, "audit", "--config", cfg)
-		if r.code != exitFindings {
-			t.Fatalf("an unreachable Envoy is a warning, at the default --fail-on: want exit %d\n%s", exitFindings, r)
+		if r.code != codeFindings {
+			t.Fatalf("an unreachable Envoy is a warning, at the default --fail-on: want exit %d\n%s", codeFindings, r)
 		}
 		for _, w := range []string{"envoy edge-down", "UNREACHABLE", "across 1 envoy"} {
 			if !strings.Contains(r.stdout, w) {
@@ -299,8 +307,8 @@ func TestAuditLocalUnreachable(t *testing.T) {
 
 	t.Run("JSON", func(t *testing.T) {
 		r := certdrift(t, nil, "audit", "--config", cfg, "-o", "json")
-		if r.code != exitFindings {
-			t.Fatalf("want exit %d\n%s", exitFindings, r)
+		if r.code != codeFindings {
+			t.Fatalf("want exit %d\n%s", codeFindings, r)
 		}
 		var rep audit.Report
 		dec := json.NewDecoder(strings.NewReader(r.stdout))
@@ -338,7 +346,7 @@ func TestAuditLocalUnreachable(t *testing.T) {
 
 	t.Run("FailOnCritical", func(t *testing.T) {
 		r := certdrift(t, []string{"CERTDRIFT_FAIL_ON=critical"}, "audit", "--config", cfg)
-		if r.code != exitClean {
+		if r.code != codeClean {
 			t.Fatalf("only warnings, --fail-on critical (from the environment): want exit 0\n%s", r)
 		}
 		if !strings.Contains(r.stdout, "UNREACHABLE") {
@@ -348,8 +356,8 @@ func TestAuditLocalUnreachable(t *testing.T) {
 
 	t.Run("JSONLogs", func(t *testing.T) {
 		r := certdrift(t, nil, "--log.format", "json", "--log.level", "debug", "audit", "--config", cfg)
-		if r.code != exitFindings {
-			t.Fatalf("want exit %d\n%s", exitFindings, r)
+		if r.code != codeFindings {
+			t.Fatalf("want exit %d\n%s", codeFindings, r)
 		}
 		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 		if len(lines) == 0 || lines[0] == "" {
@@ -374,7 +382,7 @@ func TestAuditClean(t *testing.T) {
 	certs.WriteFiles(t, dir, map[string][]byte{"tls.crt": leaf.ChainPEM(), "tls.key": leaf.KeyPEM, "ca.crt": certs.Bundle(ca)})
 	cfg := writeConfig(t, fmt.Sprintf("desired: [{name: frontend, dir: %s}]\n", dir))
 	r := certdrift(t, nil, "audit", "--config", cfg)
-	if r.code != exitClean {
+	if r.code != codeClean {
 		t.Fatalf("fresh certificates and no Envoys: want exit 0\n%s", r)
 	}
 	if !strings.HasPrefix(strings.TrimSpace(r.stdout), "clean:") {
@@ -389,8 +397,8 @@ func TestAuditDesiredFindingExits1(t *testing.T) {
 	certs.WriteFiles(t, dir, map[string][]byte{"tls.crt": leaf.ChainPEM(), "tls.key": leaf.KeyPEM})
 	cfg := writeConfig(t, fmt.Sprintf("desired: [{name: old, dir: %s}]\n", dir))
 	r := certdrift(t, nil, "audit", "--config", cfg, "--fail-on", "critical")
-	if r.code != exitFindings {
-		t.Fatalf("an expired desired certificate is critical: want exit %d\n%s", exitFindings, r)
+	if r.code != codeFindings {
+		t.Fatalf("an expired desired certificate is critical: want exit %d\n%s", codeFindings, r)
 	}
 	if !strings.Contains(r.stdout, "EXPIRED") || !strings.Contains(r.stdout, "source old") {
 		t.Errorf("want EXPIRED grouped under source old\n%s", r)
