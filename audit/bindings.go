@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,13 +26,25 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	have := func(source, item string) bool {
 		return slices.ContainsFunc(bs, func(b *Binding) bool { return b.Source == source && b.Item == item })
 	}
+	// add keeps one binding per desired certificate: a later, less trusted rule only fills in
+	// where the Envoy holds it (secret, file) when an earlier rule named the pair without saying.
+	add := func(nb *Binding) {
+		for _, b := range bs {
+			if b.Source == nb.Source && b.Item == nb.Item {
+				b.Secret = cmp.Or(b.Secret, nb.Secret)
+				b.File = cmp.Or(b.File, nb.File)
+				return
+			}
+		}
+		bs = append(bs, nb)
+	}
 	name := ev.Config.Name
 	for _, cb := range ev.Config.Bindings {
 		bs = append(bs, &Binding{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File, Origin: OriginConfig})
 	}
 	for _, ep := range ev.Config.Endpoints {
-		if ep.Source != "" && !have(ep.Source, ep.Item) {
-			bs = append(bs, &Binding{Envoy: name, Source: ep.Source, Item: ep.Item, Origin: OriginConfig})
+		if ep.Source != "" {
+			add(&Binding{Envoy: name, Source: ep.Source, Item: ep.Item, Origin: OriginConfig})
 		}
 	}
 	snap := ev.Admin
@@ -42,8 +55,8 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 		if s.CertFile == "" {
 			continue
 		}
-		if d := a.desired.byPath[filepath.Clean(s.CertFile)]; d != nil && !have(d.source, d.item) {
-			bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, File: s.CertFile, Origin: OriginPath})
+		if d := a.desired.byPath[filepath.Clean(s.CertFile)]; d != nil {
+			add(&Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, File: s.CertFile, Origin: OriginPath})
 		}
 	}
 	// File-based SDS: Envoy 1.40 and 1.36 inline the certificate it read (config_dump shows no
@@ -54,15 +67,13 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 			continue
 		}
 		for _, d := range a.desired.byDir[filepath.Clean(s.WatchedDir)] {
-			if !have(d.source, d.item) {
-				bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, Origin: OriginPath})
-			}
+			add(&Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, Origin: OriginPath})
 		}
 	}
 	for _, c := range snap.Contexts {
 		for _, cd := range c.Chain {
-			if d := a.desired.byPath[filepath.Clean(cd.Path)]; d != nil && !have(d.source, d.item) {
-				bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginPath})
+			if d := a.desired.byPath[filepath.Clean(cd.Path)]; d != nil {
+				add(&Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginPath})
 			}
 		}
 	}
@@ -70,8 +81,8 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 		if !s.HasCertificate {
 			continue
 		}
-		if d := a.desired.lookup(s.Name, ""); d != nil && !have(d.source, d.item) {
-			bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, File: s.CertFile, Origin: OriginSDSName})
+		if d := a.desired.lookup(s.Name, ""); d != nil {
+			add(&Binding{Envoy: name, Source: d.source, Item: d.item, Secret: s.Name, File: s.CertFile, Origin: OriginSDSName})
 		}
 	}
 	// Inferred: a loaded leaf whose DNS names equal a desired certificate's but whose serial

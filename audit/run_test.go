@@ -213,6 +213,13 @@ func TestRun(t *testing.T) {
 					map[string]uint64{"sds.web_cert.key_rotation_failed": 1}), ep, served("127.0.0.1:10000", "www.example.com", f.old.Cert))}},
 			want: got{Codes: []string{"ROTATION_FAILED critical", "STALE_LOADED warning", "STALE_SERVED warning"}, States: []string{"web=stale"}},
 		},
+		"ConfigBindingCompletedFromCerts": {
+			reason: "an endpoint names its source; /certs shows the old leaf at that source's file",
+			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), []config.Endpoint{{Address: "127.0.0.1:10000", SNI: []string{"www.example.com"}, Source: "web"}},
+					served("127.0.0.1:10000", "www.example.com", f.old.Cert))}},
+			want: got{Codes: []string{"STALE_LOADED warning", "STALE_SERVED warning"}, States: []string{"web=stale"}},
+		},
 		"WarmingSecret": {
 			reason: "a secret that never became active",
 			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoyadmin.Snapshot{AdminURL: "http://x",
