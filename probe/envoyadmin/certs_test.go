@@ -258,3 +258,28 @@ func TestParseCertsHostile(t *testing.T) {
 		t.Errorf("bad serial: Serial=%v SerialText=%q, want nil and the text kept", d.Serial, d.SerialText)
 	}
 }
+
+// TestEveryFixtureThroughEveryParser feeds every recorded file to every parser: whatever a file
+// is, each parser returns a result or an error, never a panic.
+func TestEveryFixtureThroughEveryParser(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/fixtures/*")
+	more, _ := filepath.Glob("testdata/real-*/*")
+	paths = append(paths, more...)
+	if len(paths) < 30 {
+		t.Fatalf("found %d recorded files, want the 16 fixtures and the real recordings", len(paths))
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range [][]byte{b, stripHeader(b)} {
+			ParseCerts(body)
+			ParseConfigDump(body)
+			ParseStats(body)
+			ParseListenerJSON(body)
+			AdminAddressFromBootstrap(body)
+			parseServerInfo(body)
+		}
+	}
+}

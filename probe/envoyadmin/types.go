@@ -115,7 +115,8 @@ type FilterChainTLS struct {
 	RequireClientCert bool
 }
 
-// Stats holds the counters certdrift reads from /stats. Names are Envoy's, unmodified.
+// Stats holds the counters and gauges certdrift reads from /stats (the text format does not say
+// which is which). Names are Envoy's, unmodified; helpers in stats.go group them.
 type Stats struct {
 	Counters map[string]uint64
 }
