@@ -292,7 +292,7 @@ func (a *auditor) checkLoaded(ev *EnvoyView, b *Binding, loaded []loadedCert) st
 	a.add(Finding{Code: StaleLoaded, Severity: a.staleSeverity(l.v), Subject: a.bindingSubject(ev, b), Evidence: ev2, Inferred: b.Inferred(), Since: timePtr(since),
 		Message: fmt.Sprintf("Envoy %s holds serial %s for %s, but the desired certificate (serial %s) changed %s ago",
 			ev.Config.Name, pki.SerialHex(l.v.serial), d.name(), pki.SerialHex(d.leaf.SerialNumber), roundDur(age)),
-		Advice: "this Envoy did not reload: use file-based or xDS SDS instead of a static TLS context, or restart it (certdrift audit --reload)"})
+		Advice: "this Envoy did not reload: use file-based or xDS SDS instead of a static TLS context, or restart it"})
 	return StateStale
 }
 
@@ -451,7 +451,7 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 	a.add(Finding{Code: StaleServed, Severity: a.staleSeverity(validityOf(leaf)), Subject: s, Evidence: ev, Inferred: b.Inferred(), Since: timePtr(d.changedAt),
 		Message: fmt.Sprintf("%s (SNI %s) serves %s, not the desired certificate of %s, which changed %s ago",
 			r.Target.Address, quote(r.Target.SNI), short(fp), d.name(), roundDur(age)),
-		Advice: "this Envoy did not reload; restart it or move it to SDS (certdrift audit --reload can do it)"})
+		Advice: "this Envoy did not reload; restart it, or move it to file-based or xDS SDS so it reloads by itself"})
 	return StateStale
 }
 

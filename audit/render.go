@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"text/tabwriter"
 	"unicode"
 )
 
@@ -49,11 +50,44 @@ func RenderTable(w io.Writer, r Report) error {
 	if len(r.Findings) > 0 {
 		fmt.Fprintln(bw)
 	}
+	if len(r.Bindings) > 0 {
+		writeBindings(bw, r.Bindings)
+		fmt.Fprintln(bw)
+	}
 	fmt.Fprintln(bw, summaryLine(r))
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write table report: %w", err)
 	}
 	return nil
+}
+
+// writeBindings lists every binding with its state, so a reader sees what converged next to what
+// did not: findings alone cannot tell a healthy Envoy from one that was never checked.
+func writeBindings(w io.Writer, bs []Binding) {
+	fmt.Fprintln(w, "bindings")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, b := range bs {
+		src := b.Source
+		if b.Item != "" {
+			src += "/" + b.Item
+		}
+		where := b.Secret
+		if where == "" {
+			where = b.File
+		}
+		if where == "" {
+			where = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t(%s)\n", clean(b.Envoy), clean(src), strings.ToUpper(cmpOr(b.State, StateUnknown)), clean(where), b.Origin)
+	}
+	tw.Flush()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // RenderJSON writes r as indented JSON with the field names of the audit types' json tags. Empty

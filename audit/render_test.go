@@ -161,10 +161,19 @@ func TestRenderTableProperties(t *testing.T) {
 	if got, want := lines[len(lines)-1], "5 findings (2 critical, 2 warning, 1 info) across 2 envoys, 4 bindings, 6 handshakes"; got != want {
 		t.Errorf("summary line = %q, want %q", got, want)
 	}
+	// Every binding is listed with its state, converged ones included.
+	for _, want := range []string{"edge-1  frontend-tls      CONVERGED", "edge-2  frontend-tls      STALE", "edge-1  internal-ca/mesh  UNKNOWN"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("binding list lacks %q:\n%s", want, out)
+		}
+	}
 	// Inside each group, severities never increase going down.
 	rank := map[string]int{"CRITICAL": 3, "WARNING": 2, "INFO": 1}
 	prev := 4
 	for _, l := range lines {
+		if strings.HasPrefix(l, "bindings") {
+			break // the binding list follows the findings
+		}
 		if !strings.HasPrefix(l, "  ") || strings.HasPrefix(l, "      ") {
 			if !strings.HasPrefix(l, "  ") {
 				prev = 4 // a group header or blank line starts a new group

@@ -18,7 +18,6 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
-	"testing"
 
 	cflog "github.com/cloudflare/cfssl/log"
 )
@@ -146,7 +145,7 @@ func CertPEM(cs ...*x509.Certificate) []byte {
 
 // WriteFiles writes each name (a slash-separated path relative to dir; subdirectories are
 // created) with mode 0600, failing the test on any error.
-func WriteFiles(t testing.TB, dir string, files map[string][]byte) {
+func WriteFiles(t TB, dir string, files map[string][]byte) {
 	t.Helper()
 	for name, data := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -157,4 +156,12 @@ func WriteFiles(t testing.TB, dir string, files map[string][]byte) {
 			t.Fatalf("write %s: %v", p, err)
 		}
 	}
+}
+
+// TB is the part of testing.TB this package uses. It is an interface of its own so that the
+// quickstart demo (test/demo), which runs outside `go test`, can mint certificates too;
+// *testing.T and *testing.B satisfy it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
 }

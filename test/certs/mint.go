@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"math/big"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/cloudflare/cfssl/csr"
@@ -29,7 +28,7 @@ func defaultName(kind string) string {
 }
 
 // NewCA mints a self-signed root CA, valid from an hour ago for ten years unless told otherwise.
-func NewCA(t testing.TB, opts ...Option) *Authority {
+func NewCA(t TB, opts ...Option) *Authority {
 	t.Helper()
 	o := newOptions(defaultName("root CA"), opts)
 	key := mustKey(t, o)
@@ -47,7 +46,7 @@ func NewCA(t testing.TB, opts ...Option) *Authority {
 }
 
 // Intermediate mints a CA signed by a.
-func (a *Authority) Intermediate(t testing.TB, opts ...Option) *Authority {
+func (a *Authority) Intermediate(t TB, opts ...Option) *Authority {
 	t.Helper()
 	o := newOptions(defaultName("intermediate CA"), opts)
 	key := mustKey(t, o)
@@ -60,7 +59,7 @@ func (a *Authority) Intermediate(t testing.TB, opts ...Option) *Authority {
 
 // Leaf mints an end-entity certificate signed by a. Without WithDNSNames/WithIPs/WithURIs it
 // carries the common name as its only DNS name, since Go and Envoy ignore the CN for hostnames.
-func (a *Authority) Leaf(t testing.TB, opts ...Option) *Leaf {
+func (a *Authority) Leaf(t TB, opts ...Option) *Leaf {
 	t.Helper()
 	o := newOptions("", opts)
 	if o.commonName == "" {
@@ -93,7 +92,7 @@ func (a *Authority) Leaf(t testing.TB, opts ...Option) *Leaf {
 	return &Leaf{Cert: cert, CertPEM: encodeCert(cert), KeyPEM: mustEncodeKey(t, key, o.keyFormat), Key: key, Issuer: a}
 }
 
-func mustKey(t testing.TB, o *options) crypto.Signer {
+func mustKey(t TB, o *options) crypto.Signer {
 	t.Helper()
 	if o.badSAN != "" {
 		t.Fatalf("certs: SAN %q does not parse", o.badSAN)
@@ -105,7 +104,7 @@ func mustKey(t testing.TB, o *options) crypto.Signer {
 	return k
 }
 
-func mustEncodeKey(t testing.TB, key crypto.Signer, f KeyFormat) []byte {
+func mustEncodeKey(t TB, key crypto.Signer, f KeyFormat) []byte {
 	t.Helper()
 	b, err := EncodeKey(key, f)
 	if err != nil {

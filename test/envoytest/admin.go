@@ -6,12 +6,11 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // ListenerAddr returns the address ("127.0.0.1:41234") the named listener is bound to, as the
 // admin /listeners endpoint reports it, so templates may use port 0.
-func (e *Envoy) ListenerAddr(t testing.TB, name string) string {
+func (e *Envoy) ListenerAddr(t TB, name string) string {
 	t.Helper()
 	addrs, err := e.listenerAddrs()
 	if err != nil {
@@ -25,7 +24,7 @@ func (e *Envoy) ListenerAddr(t testing.TB, name string) string {
 }
 
 // ListenerAddrs returns every listener's bound address by listener name.
-func (e *Envoy) ListenerAddrs(t testing.TB) map[string]string {
+func (e *Envoy) ListenerAddrs(t TB) map[string]string {
 	t.Helper()
 	addrs, err := e.listenerAddrs()
 	if err != nil {
@@ -66,7 +65,7 @@ func (e *Envoy) listenerAddrs() (map[string]string, error) {
 
 // Counters returns every integer-valued stat from /stats (counters and gauges; histograms are
 // left out), by Envoy's own name.
-func (e *Envoy) Counters(t testing.TB) map[string]uint64 {
+func (e *Envoy) Counters(t TB) map[string]uint64 {
 	t.Helper()
 	return parseStats(string(e.AdminGet(t, "/stats")))
 }

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -38,7 +37,7 @@ var (
 
 // ResolveBinary returns the Envoy binary chosen by the environment, failing the test with
 // instructions when there is none.
-func ResolveBinary(t testing.TB) Binary {
+func ResolveBinary(t TB) Binary {
 	t.Helper()
 	b, err := resolveBinary()
 	if err != nil {

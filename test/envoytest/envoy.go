@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
-	"testing"
 	"text/template"
 	"time"
 )
@@ -53,7 +52,7 @@ type Params struct {
 
 // Envoy is a running Envoy process.
 type Envoy struct {
-	t       testing.TB
+	t       TB
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	exitErr error
@@ -74,7 +73,7 @@ func (e *Envoy) Version() string { return e.Binary.Version }
 
 // Start renders cfg.Bootstrap, starts Envoy, and waits until it is ready. Envoy is stopped when
 // the test ends; if the test failed, the tail of its log (private keys redacted) is printed.
-func Start(t testing.TB, cfg Config) *Envoy {
+func Start(t TB, cfg Config) *Envoy {
 	t.Helper()
 	bin := cfg.Binary
 	if bin == nil {
@@ -268,7 +267,7 @@ func (e *Envoy) Logs() string {
 
 // AdminGet fetches an admin path ("/certs", "/config_dump?include_eds") and returns the body,
 // failing the test on any error or non-200 status.
-func (e *Envoy) AdminGet(t testing.TB, path string) []byte {
+func (e *Envoy) AdminGet(t TB, path string) []byte {
 	t.Helper()
 	body, err := e.adminGet(path)
 	if err != nil {
@@ -314,4 +313,16 @@ func logTail(log string, n int) string {
 		keep = append(keep, truncate(l, 400))
 	}
 	return tail(strings.Join(keep, "\n"), n)
+}
+
+// TB is the part of testing.TB this package uses. It is an interface of its own so that the
+// quickstart demo (test/demo), which runs outside `go test`, can start Envoys too; *testing.T
+// and *testing.B satisfy it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Failed() bool
+	Cleanup(func())
+	TempDir() string
 }
