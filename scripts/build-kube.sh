@@ -65,7 +65,11 @@ version_output() {
 cached_ok() {
 	local bin=$OUT/$1
 	[[ -x $bin ]] || return 1
-	version_output "$bin" | grep -qF "$(want_output "$1")"
+	# Capture first: with pipefail, `grep -q` exiting at the first match can kill the writer
+	# (kubectl prints a second line) with SIGPIPE and fail the pipeline intermittently.
+	local out
+	out=$(version_output "$bin") || true
+	grep -qF "$(want_output "$1")" <<<"$out"
 }
 
 KUBE_BINS=(kube-apiserver kube-controller-manager kubectl)
