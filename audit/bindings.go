@@ -23,24 +23,23 @@ const (
 // names equal to a desired source name, then a heuristic match on the SAN set.
 func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	var bs []*Binding
-	have := func(source, item string) bool {
-		return slices.ContainsFunc(bs, func(b *Binding) bool { return b.Source == source && b.Item == item })
-	}
+	// byRef keeps lookups linear in fleet size: an Envoy may hold hundreds of certificates.
+	byRef := map[[2]string]*Binding{}
+	have := func(source, item string) bool { return byRef[[2]string{source, item}] != nil }
 	// add keeps one binding per desired certificate: a later, less trusted rule only fills in
 	// where the Envoy holds it (secret, file) when an earlier rule named the pair without saying.
 	add := func(nb *Binding) {
-		for _, b := range bs {
-			if b.Source == nb.Source && b.Item == nb.Item {
-				b.Secret = cmp.Or(b.Secret, nb.Secret)
-				b.File = cmp.Or(b.File, nb.File)
-				return
-			}
+		if b := byRef[[2]string{nb.Source, nb.Item}]; b != nil {
+			b.Secret = cmp.Or(b.Secret, nb.Secret)
+			b.File = cmp.Or(b.File, nb.File)
+			return
 		}
+		byRef[[2]string{nb.Source, nb.Item}] = nb
 		bs = append(bs, nb)
 	}
 	name := ev.Config.Name
 	for _, cb := range ev.Config.Bindings {
-		bs = append(bs, &Binding{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File, Origin: OriginConfig})
+		add(&Binding{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File, Origin: OriginConfig})
 	}
 	for _, ep := range ev.Config.Endpoints {
 		if ep.Source != "" {
@@ -96,7 +95,7 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 			if d.leaf == nil || have(d.source, d.item) || !sameNames(d.leaf.DNSNames, cd.DNSNames) {
 				continue
 			}
-			bs = append(bs, &Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginInferred})
+			add(&Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginInferred})
 		}
 	}
 	return bs

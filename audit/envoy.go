@@ -5,8 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -191,19 +193,35 @@ func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) []loadedCert 
 		}
 	}
 	seen := map[string]bool{}
-	for _, c := range snap.Contexts {
-		if len(c.Chain) == 0 || !files[filepath.Clean(c.Chain[0].Path)] {
-			continue
+	byPath := a.leavesByPath(snap)
+	for _, f := range slices.Sorted(maps.Keys(files)) { // sorted: the same inputs give the same report
+		for _, cd := range byPath[f] {
+			v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
+			if seen[v.key()] { // /certs repeats one entry per live TLS context
+				continue
+			}
+			seen[v.key()] = true
+			out = append(out, loadedCert{v: v, where: "/certs"})
 		}
-		cd := c.Chain[0]
-		v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
-		if seen[v.key()] { // /certs repeats one entry per live TLS context
-			continue
-		}
-		seen[v.key()] = true
-		out = append(out, loadedCert{v: v, where: "/certs"})
 	}
 	return out
+}
+
+// leavesByPath indexes the leaves of /certs by cleaned path, once per snapshot, so that finding
+// what an Envoy holds for each of its bindings stays linear in the number of contexts.
+func (a *auditor) leavesByPath(snap *envoyadmin.Snapshot) map[string][]envoyadmin.CertDetail {
+	if m, ok := a.pathIndex[snap]; ok {
+		return m
+	}
+	m := map[string][]envoyadmin.CertDetail{}
+	for _, c := range snap.Contexts {
+		if len(c.Chain) > 0 {
+			p := filepath.Clean(c.Chain[0].Path)
+			m[p] = append(m[p], c.Chain[0])
+		}
+	}
+	a.pathIndex[snap] = m
+	return m
 }
 
 // inUse returns what Envoy actually serves for an SDS secret whose certificate config_dump

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
 )
 
 // auditor carries the state of one Run. Every check is a method that reads the inputs and calls
@@ -20,6 +21,7 @@ type auditor struct {
 	// seenValidity de-duplicates expiry findings: one certificate seen in several views is
 	// reported once, where it was seen first (desired before loaded before served).
 	seenValidity map[string]bool
+	pathIndex    map[*envoyadmin.Snapshot]map[string][]envoyadmin.CertDetail
 }
 
 // Run judges in against policy at time now. It is a pure function: the same inputs give the same
@@ -29,7 +31,8 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	if cfg == nil {
 		cfg = &config.Config{}
 	}
-	a := &auditor{now: now, policy: policy, cfg: cfg, desired: indexDesired(in.Desired), seenValidity: map[string]bool{}}
+	a := &auditor{now: now, policy: policy, cfg: cfg, desired: indexDesired(in.Desired), seenValidity: map[string]bool{},
+		pathIndex: map[*envoyadmin.Snapshot]map[string][]envoyadmin.CertDetail{}}
 	a.checkDesired(in.Desired)
 	a.checkPairings()
 	handshakes := 0

@@ -1,0 +1,60 @@
+package audit
+
+import (
+	"crypto/x509"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/test/certs"
+)
+
+// BenchmarkRun judges a fleet: 200 desired certificates, 20 Envoys each holding and serving all
+// of them (4000 bindings, 4000 handshakes), a tenth of them stale.
+func BenchmarkRun(b *testing.B) {
+	ca := certs.NewCA(b)
+	const nCerts, nEnvoys = 200, 20
+	var want []files.Observation
+	leaves := make([]*x509.Certificate, nCerts)
+	olds := make([]*x509.Certificate, nCerts)
+	for i := range nCerts {
+		name := fmt.Sprintf("svc-%d.example.com", i)
+		cur := ca.Leaf(b, certs.WithDNSNames(name))
+		leaves[i] = cur.Cert
+		olds[i] = ca.Leaf(b, certs.WithDNSNames(name)).Cert
+		o := desired(fmt.Sprintf("s%d", i), cur, now.Add(-time.Hour))
+		o.Items[0].CertPath = fmt.Sprintf("/certs/%d/tls.crt", i)
+		want = append(want, o)
+	}
+	var envoys []EnvoyView
+	for e := range nEnvoys {
+		snap := &envoyadmin.Snapshot{AdminURL: "http://x"}
+		var eps []config.Endpoint
+		var res []tlsprobe.Result
+		for i := range nCerts {
+			c := leaves[i]
+			if (i+e)%10 == 0 {
+				c = olds[i]
+			}
+			snap.Contexts = append(snap.Contexts, envoyadmin.TLSContext{Chain: []envoyadmin.CertDetail{detail(fmt.Sprintf("/certs/%d/tls.crt", i), c)}})
+			addr := fmt.Sprintf("10.0.%d.1:%d", e, 8000+i)
+			eps = append(eps, config.Endpoint{Address: addr, SNI: []string{fmt.Sprintf("svc-%d.example.com", i)}, Source: fmt.Sprintf("s%d", i)})
+			res = append(res, served(addr, fmt.Sprintf("svc-%d.example.com", i), c))
+		}
+		envoys = append(envoys, EnvoyView{Config: config.Envoy{Name: fmt.Sprintf("e%d", e), Endpoints: eps}, Admin: snap, Served: res})
+	}
+	in := Inputs{Desired: want, Envoys: envoys}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var r Report
+	for b.Loop() {
+		r = Run(in, config.DefaultPolicy, now)
+	}
+	if r.Summary.Bindings != nCerts*nEnvoys {
+		b.Fatalf("%d bindings, want %d", r.Summary.Bindings, nCerts*nEnvoys)
+	}
+}
