@@ -22,7 +22,7 @@ var binaryNames = []string{"etcd", "kube-apiserver", "kube-controller-manager", 
 
 // buildHint says how to get the binaries; every "missing binary" error carries it.
 const buildHint = "build them once with `scripts/build-kube.sh` from the repository root " +
-	"(several minutes the first time; later runs reuse .cache/kube), or point " + BinDirEnv +
+	"(about 25 minutes the first time on 2 busy cores; later runs reuse .cache/kube), or point " + BinDirEnv +
 	" at a directory holding etcd, kube-apiserver, kube-controller-manager and kubectl"
 
 // findBinDir returns the directory holding the control-plane binaries, checking each exists and

@@ -79,6 +79,19 @@ func (l layout) apiserverArgs() []string {
 		"--kubelet-client-key=" + l.pki("apiserver-kubelet-client.key"),
 		"--kubelet-certificate-authority=" + l.pki("ca.crt"),
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		// The reconciler would publish 127.0.0.1 as the "kubernetes" Service endpoint, which
+		// Endpoints validation rejects as loopback; nothing in the testbed reaches the API server
+		// through that Service.
+		"--endpoint-reconciler-type=none",
+		// A front-proxy CA, as kubeadm sets up: without it every delegating component (the
+		// controller manager here) logs an error per second about the missing request-header CA.
+		"--requestheader-client-ca-file=" + l.pki("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + l.pki("front-proxy-client.crt"),
+		"--proxy-client-key-file=" + l.pki("front-proxy-client.key"),
 		"--profiling=false",
 	}
 }

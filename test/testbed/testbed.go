@@ -225,6 +225,16 @@ func (tb *Testbed) writePKI() error {
 	if err := add("controller-manager", kcmServing, err); err != nil {
 		return err
 	}
+	// A separate CA, so that no ordinary client certificate can assert request headers.
+	frontProxyCA, err := newAuthority()
+	if err != nil {
+		return err
+	}
+	files["front-proxy-ca.crt"] = frontProxyCA.certPEM
+	frontProxyClient, err := frontProxyCA.clientCert("front-proxy-client")
+	if err := add("front-proxy-client", frontProxyClient, err); err != nil {
+		return err
+	}
 	saKey, saPub, err := serviceAccountKey()
 	if err != nil {
 		return err
@@ -416,4 +426,3 @@ func (tb *Testbed) Kubectl(ctx context.Context, args ...string) ([]byte, error) 
 	}
 	return out, nil
 }
-
