@@ -61,15 +61,18 @@ version_output() {
 	esac
 }
 
-# cached_ok succeeds when $OUT/<name> exists and reports the wanted version.
-cached_ok() {
-	local bin=$OUT/$1
-	[[ -x $bin ]] || return 1
+# reports_version succeeds when binary $1 prints the version line wanted for name $2.
+reports_version() {
 	# Capture first: with pipefail, `grep -q` exiting at the first match can kill the writer
 	# (kubectl prints a second line) with SIGPIPE and fail the pipeline intermittently.
 	local out
-	out=$(version_output "$bin") || true
-	grep -qF "$(want_output "$1")" <<<"$out"
+	out=$(version_output "$1") || true
+	grep -qF "$(want_output "$2")" <<<"$out"
+}
+
+# cached_ok succeeds when $OUT/<name> exists and reports the wanted version.
+cached_ok() {
+	[[ -x $OUT/$1 ]] && reports_version "$OUT/$1" "$1"
 }
 
 KUBE_BINS=(kube-apiserver kube-controller-manager kubectl)
@@ -168,7 +171,7 @@ build_kube() {
 	(cd "$dir" && "${NICE[@]}" go build "${BUILD_FLAGS[@]}" -ldflags "$ldflags" -o "$tmp/" \
 		$(printf 'k8s.io/kubernetes/cmd/%s ' "${KUBE_BINS[@]}")) || { rm -rf "$tmp"; die "go build of kubernetes commands failed"; }
 	for b in "${KUBE_BINS[@]}"; do
-		version_output "$tmp/$b" | grep -qF "$(want_output "$b")" ||
+		reports_version "$tmp/$b" "$b" ||
 			die "$tmp/$b built but does not report $(want_output "$b"): $(version_output "$tmp/$b" | head -3)"
 		mv -f "$tmp/$b" "$OUT/$b"
 	done
@@ -206,7 +209,7 @@ EOF
 	log "building etcd $ETCD_VERSION"
 	(cd "$dir" && "${NICE[@]}" go build "${BUILD_FLAGS[@]}" -ldflags "-s -w" -o "$tmp/etcd" .) ||
 		{ rm -rf "$tmp"; die "go build of etcd failed"; }
-	version_output "$tmp/etcd" | grep -qF "$(want_output etcd)" ||
+	reports_version "$tmp/etcd" etcd ||
 		die "etcd built but does not report $(want_output etcd): $(version_output "$tmp/etcd" | head -3)"
 	mv -f "$tmp/etcd" "$OUT/etcd"
 	rm -rf "$tmp"
