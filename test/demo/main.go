@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -34,13 +35,13 @@ func main() {
 	code := 0
 	func() {
 		defer r.recoverFatal(&code)
-		run(r, *bin)
+		run(r, os.Stdout, *bin)
 	}()
 	r.cleanup()
 	os.Exit(code)
 }
 
-func run(r *runner, bin string) {
+func run(r *runner, out io.Writer, bin string) {
 	if _, err := os.Stat(bin); err != nil {
 		r.Fatalf("certdrift binary %s not found (build it with `make build`, or pass -certdrift): %v", bin, err)
 	}
@@ -61,11 +62,11 @@ func run(r *runner, bin string) {
 		filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"), secret)); err != nil {
 		r.Fatalf("%v", err)
 	}
-	fmt.Println("== Starting two real Envoys on loopback, both serving the Secret volume", secret)
+	fmt.Fprintln(out, "== Starting two real Envoys on loopback, both serving the Secret volume", secret)
 	sds := envoytest.Start(r, envoytest.Config{Bootstrap: envoytest.FileSDSBootstrap(envoytest.SDSRef{Name: "web_cert", Path: sdsFile, WatchedDir: secret})})
 	static := envoytest.Start(r, envoytest.Config{Bootstrap: envoytest.StaticTLSBootstrap(filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"))})
-	fmt.Printf("   edge-sds     Envoy %s, file-based SDS watching the volume   admin %s\n", sds.Version(), sds.AdminURL)
-	fmt.Printf("   edge-static  Envoy %s, static tls_certificates             admin %s\n", static.Version(), static.AdminURL)
+	fmt.Fprintf(out, "   edge-sds     Envoy %s, file-based SDS watching the volume   admin %s\n", sds.Version(), sds.AdminURL)
+	fmt.Fprintf(out, "   edge-static  Envoy %s, static tls_certificates             admin %s\n", static.Version(), static.AdminURL)
 
 	cfg := filepath.Join(r.TempDir(), "certdrift.yaml")
 	body := fmt.Sprintf(`desired:
@@ -84,12 +85,12 @@ policy:
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		r.Fatalf("%v", err)
 	}
-	fmt.Printf("\n== certdrift config (%s)\n%s\n", cfg, indent(body))
+	fmt.Fprintf(out, "\n== certdrift config (%s)\n%s\n", cfg, indent(body))
 
-	fmt.Printf("== Before the rotation: certdrift audit --config %s\n", filepath.Base(cfg))
-	audit(r, bin, cfg)
+	fmt.Fprintf(out, "== Before the rotation: certdrift audit --config %s\n", filepath.Base(cfg))
+	audit(r, out, bin, cfg)
 
-	fmt.Println("\n== Rotating the Secret: new certificate and key, atomic ..data swap as the kubelet does it")
+	fmt.Fprintln(out, "\n== Rotating the Secret: new certificate and key, atomic ..data swap as the kubelet does it")
 	project(v2)
 	rotated := time.Now()
 	want := pki.Fingerprint(v2.Cert)
@@ -99,22 +100,22 @@ policy:
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Printf("   edge-sds serves the new certificate after %s; waiting out the 2s grace period\n", time.Since(rotated).Round(time.Millisecond))
+	fmt.Fprintf(out, "   edge-sds serves the new certificate after %s; waiting out the 2s grace period\n", time.Since(rotated).Round(time.Millisecond))
 	time.Sleep(time.Until(rotated.Add(2500 * time.Millisecond)))
 
-	fmt.Printf("\n== After the rotation: certdrift audit --config %s\n", filepath.Base(cfg))
-	audit(r, bin, cfg)
+	fmt.Fprintf(out, "\n== After the rotation: certdrift audit --config %s\n", filepath.Base(cfg))
+	audit(r, out, bin, cfg)
 }
 
 // audit runs the real certdrift binary and shows its output and exit code.
-func audit(r *runner, bin, cfg string) {
+func audit(r *runner, out io.Writer, bin, cfg string) {
 	cmd := exec.Command(bin, "audit", "--config", cfg)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	fmt.Print(indent(string(out)))
+	stdout, err := cmd.Output()
+	fmt.Fprint(out, indent(string(stdout)))
 	if s := stderr.String(); strings.Contains(s, "level=ERROR") || strings.Contains(s, "level=WARN") {
-		fmt.Print(indent(s))
+		fmt.Fprint(out, indent(s))
 	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -122,7 +123,7 @@ func audit(r *runner, bin, cfg string) {
 	} else if err != nil {
 		r.Fatalf("run certdrift: %v", err)
 	}
-	fmt.Printf("   (exit code %d)\n", code)
+	fmt.Fprintf(out, "   (exit code %d)\n", code)
 }
 
 func served(addr string) string {
