@@ -147,13 +147,9 @@ func probeEndpoints(ctx context.Context, es []config.Envoy, views []audit.EnvoyV
 			}
 		}
 	}
-	results := tlsprobe.ProbeAll(ctx, targets, opt.Concurrency)
-	for j, r := range results {
-		i := ownerOf(j, r, targets, owner)
-		if i < 0 {
-			log.Error("handshake result for a target that was not asked for", "address", r.Target.Address, "sni", r.Target.SNI)
-			continue
-		}
+	// ProbeAll returns results in the order of its targets, so owner[j] is the j-th result's Envoy.
+	for j, r := range tlsprobe.ProbeAll(ctx, targets, opt.Concurrency) {
+		i := owner[j]
 		views[i].Served = append(views[i].Served, r)
 		log.Debug("handshake", "envoy", es[i].Name, "address", r.Target.Address, "sni", r.Target.SNI,
 			"chain", len(r.Chain), "reason", r.Reason, "duration_seconds", r.Duration.Seconds())
@@ -162,22 +158,6 @@ func probeEndpoints(ctx context.Context, es []config.Envoy, views []audit.EnvoyV
 		views[failedOwner[j]].Served = append(views[failedOwner[j]].Served, r)
 	}
 }
-
-// ownerOf finds which Envoy the j-th result belongs to: by position when ProbeAll kept the order
-// of its targets, else by address and SNI.
-func ownerOf(j int, r tlsprobe.Result, targets []tlsprobe.Target, owner []int) int {
-	if j < len(targets) && sameTarget(targets[j], r.Target) {
-		return owner[j]
-	}
-	for k, t := range targets {
-		if sameTarget(t, r.Target) {
-			return owner[k]
-		}
-	}
-	return -1
-}
-
-func sameTarget(a, b tlsprobe.Target) bool { return a.Address == b.Address && a.SNI == b.SNI }
 
 // forEach runs f(0..n-1) with at most limit calls in flight.
 func forEach(n, limit int, f func(i int)) {
