@@ -199,6 +199,12 @@ func TestRun(t *testing.T) {
 				CertsErr: errors.New("response is HTML, not JSON")}, nil)}},
 			want: got{Codes: []string{"PARSE_ERROR warning"}},
 		},
+		"AdminAnswers503": {
+			reason: "a 5xx from the admin port (or a proxy before it) is a gap in coverage, not a parse error",
+			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901",
+				CertsErr: &envoyadmin.StatusError{URL: "http://127.0.0.1:9901/certs", Code: 503}}, nil)}},
+			want: got{Codes: []string{"UNREACHABLE warning"}},
+		},
 		"RotationRejected": {
 			reason: "Envoy rejected the new pair and keeps the old certificate",
 			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},

@@ -39,6 +39,11 @@ func (e *StatusError) Error() string {
 	return msg
 }
 
+// Unreachable reports whether the status means nothing usable answered (a 5xx from Envoy or a
+// proxy in front of it), as opposed to an answer certdrift cannot use (a 404 from something that
+// is not an Envoy admin). The audit reports the first as UNREACHABLE, the second as PARSE_ERROR.
+func (e *StatusError) Unreachable() bool { return e.Code >= 500 }
+
 func isStatus(err error, code int) bool {
 	var se *StatusError
 	return errors.As(err, &se) && se.Code == code
