@@ -5,6 +5,13 @@ go 1.26.8
 require (
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	k8s.io/cri-streaming v0.37.2
+)
+
+require (
+	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
+	github.com/moby/spdystream v0.5.1 // indirect
+	k8s.io/streaming v0.37.2 // indirect
 )
 
 require (
