@@ -1,0 +1,335 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// Inventory keeps summaries of the certificate Secrets and CA-bundle ConfigMaps it is configured
+// to watch. Build it with New, start it with Run, wait with WaitSynced, read it with Snapshot.
+type Inventory struct {
+	opts    Options
+	client  kubernetes.Interface
+	parser  *parser
+	changes *changeTracker
+	log     *slog.Logger
+	sources []*source
+	stats   stats
+	started atomic.Bool
+}
+
+// source is one informer: one resource, one namespace (or all), one server-side filter.
+type source struct {
+	kind      string // "Secret" or "ConfigMap"
+	namespace string
+	desc      string
+	informer  cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	lastErr error
+	errAt   time.Time
+}
+
+// SourceError is the last failure of one informer, kept until a request succeeds.
+type SourceError struct {
+	Source string    `json:"source"`
+	At     time.Time `json:"at"`
+	Err    error     `json:"-"`
+}
+
+func (s *source) report(_ string, err error, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr, s.errAt = err, now
+}
+
+func (s *source) err() (error, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr, s.errAt
+}
+
+// New builds an Inventory reading through cfg (copied: protobuf, QPS and Burst are set on the
+// copy). Nothing is requested before Run.
+func New(cfg *rest.Config, opts Options) (*Inventory, error) {
+	if cfg == nil {
+		return nil, errors.New("kube inventory: no client configuration")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("kube inventory options: %w", err)
+	}
+	opts = opts.withDefaults()
+	c := rest.CopyConfig(cfg)
+	c.ContentType = protobufContentType
+	c.AcceptContentTypes = protobufContentType + ",application/json"
+	c.QPS, c.Burst = opts.QPS, opts.Burst
+	if c.UserAgent == "" {
+		c.UserAgent = "certdrift-inventory"
+	}
+	client, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("kube inventory: build client for %s: %w", cfg.Host, err)
+	}
+	inv := &Inventory{
+		opts:    opts,
+		client:  client,
+		parser:  &parser{limits: opts.Limits, maxItems: opts.MaxItemsPerSecret, bundles: newBundleCache(4096)},
+		changes: newChangeTracker(),
+		log:     opts.Logger,
+	}
+	if err := inv.buildSources(); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+func (inv *Inventory) buildSources() error {
+	scopes := inv.opts.Namespaces
+	if len(scopes) == 0 {
+		scopes = []string{metav1.NamespaceAll}
+	}
+	var exclude []fields.Selector
+	for _, ns := range inv.opts.ExcludeNamespaces {
+		exclude = append(exclude, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+	}
+	types := append([]string(nil), inv.opts.SecretTypes...)
+	if len(inv.opts.Layouts) > 0 {
+		types = append(types, string(corev1.SecretTypeOpaque))
+	}
+	for _, ns := range scopes {
+		for _, t := range types {
+			sel := fields.AndSelectors(append([]fields.Selector{fields.OneTermEqualSelector("type", t)}, exclude...)...)
+			inv.addSecretSource(ns, sel.String(), inv.opts.SecretSelector)
+		}
+		if inv.opts.ConfigMapSelector != "" {
+			inv.addConfigMapSource(ns, fields.AndSelectors(exclude...).String(), inv.opts.ConfigMapSelector)
+		}
+	}
+	for _, ref := range inv.opts.ConfigMapNames {
+		ns, name, hasNS := splitRef(ref)
+		byName := fields.OneTermEqualSelector("metadata.name", name)
+		if hasNS {
+			inv.addConfigMapSource(ns, byName.String(), "")
+			continue
+		}
+		for _, scope := range scopes {
+			inv.addConfigMapSource(scope, fields.AndSelectors(append([]fields.Selector{byName}, exclude...)...).String(), "")
+		}
+	}
+	for _, s := range inv.sources {
+		if _, err := s.informer.AddEventHandler(inv.handler(s)); err != nil {
+			return fmt.Errorf("kube inventory: register handler for %s: %w", s.desc, err)
+		}
+	}
+	return nil
+}
+
+func describe(resource, ns, fieldSel, labelSel string) string {
+	var b strings.Builder
+	b.WriteString(resource + " " + scopeText(ns))
+	if fieldSel != "" {
+		b.WriteString(" fields " + fieldSel)
+	}
+	if labelSel != "" {
+		b.WriteString(" labels " + labelSel)
+	}
+	return b.String()
+}
+
+func (inv *Inventory) addSecretSource(ns, fieldSel, labelSel string) {
+	api := inv.client.CoreV1().Secrets(ns)
+	lw := &pagedLW{resource: "secrets", namespace: ns, fields: fieldSel, labels: labelSel, pageSize: inv.opts.PageSize,
+		listPage: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, metav1.ListMeta, error) {
+			inv.stats.listRequests.Add(1)
+			l, err := api.List(ctx, o)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			items := make([]runtime.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
+			}
+			return items, l.ListMeta, nil
+		},
+		watchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
+		transform: inv.transformSecret,
+	}
+	inv.addSource("Secret", lw, &corev1.Secret{}, inv.transformSecret)
+}
+
+func (inv *Inventory) addConfigMapSource(ns, fieldSel, labelSel string) {
+	api := inv.client.CoreV1().ConfigMaps(ns)
+	lw := &pagedLW{resource: "configmaps", namespace: ns, fields: fieldSel, labels: labelSel, pageSize: inv.opts.PageSize,
+		listPage: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, metav1.ListMeta, error) {
+			inv.stats.listRequests.Add(1)
+			l, err := api.List(ctx, o)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			items := make([]runtime.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
+			}
+			return items, l.ListMeta, nil
+		},
+		watchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
+		transform: inv.transformConfigMap,
+	}
+	inv.addSource("ConfigMap", lw, &corev1.ConfigMap{}, inv.transformConfigMap)
+}
+
+func (inv *Inventory) addSource(kind string, lw *pagedLW, example runtime.Object, transform cache.TransformFunc) {
+	s := &source{kind: kind, namespace: lw.namespace, desc: describe(lw.resource, lw.namespace, lw.fields, lw.labels)}
+	lw.report = func(verb string, err error) {
+		s.report(verb, err, inv.opts.Now())
+		if err != nil {
+			inv.log.Warn("kube inventory request failed", "source", s.desc, "verb", verb, "error", err.Error())
+		}
+	}
+	lw.onPage = func(n int) { inv.stats.listedObjects.Add(int64(n)) }
+	s.informer = cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{ObjectDescription: s.desc})
+	// Cannot fail before the informer runs.
+	_ = s.informer.SetTransform(transform)
+	// client-go logs list/watch failures through klog and retries with backoff; the error is
+	// already recorded by pagedLW, so only keep the retry.
+	_ = s.informer.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) {})
+	inv.sources = append(inv.sources, s)
+}
+
+// Run starts every informer and blocks until ctx ends. It may be called once.
+func (inv *Inventory) Run(ctx context.Context) error {
+	if !inv.started.CompareAndSwap(false, true) {
+		return errors.New("kube inventory: Run called twice")
+	}
+	// client-go's reflectors log through the context's logger: send it to our slog handler.
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(inv.log.Handler()))
+	var wg sync.WaitGroup
+	for _, s := range inv.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.informer.RunWithContext(ctx)
+		}()
+	}
+	inv.log.Info("kube inventory started", "sources", len(inv.sources))
+	wg.Wait()
+	return nil
+}
+
+// WaitSynced blocks until every informer has completed its initial list, returning nil; or
+// until one is refused by RBAC or authentication, returning that AccessError (retrying cannot
+// help); or until ctx ends, returning an error that names the unsynced sources and their last
+// errors.
+func (inv *Inventory) WaitSynced(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		synced := true
+		var denied []error
+		for _, s := range inv.sources {
+			if s.informer.HasSynced() {
+				continue
+			}
+			synced = false
+			if err, _ := s.err(); err != nil && isAccessError(err) {
+				denied = append(denied, err)
+			}
+		}
+		if synced {
+			return nil
+		}
+		if len(denied) > 0 {
+			return errors.Join(denied...)
+		}
+		select {
+		case <-ctx.Done():
+			var msgs []string
+			for _, s := range inv.sources {
+				if s.informer.HasSynced() {
+					continue
+				}
+				m := s.desc
+				if err, _ := s.err(); err != nil {
+					m += ": " + err.Error()
+				}
+				msgs = append(msgs, m)
+			}
+			return fmt.Errorf("kube inventory not synced (%w): %s", ctx.Err(), strings.Join(msgs, "; "))
+		case <-t.C:
+		}
+	}
+}
+
+// Synced reports whether every informer has completed its initial list.
+func (inv *Inventory) Synced() bool {
+	for _, s := range inv.sources {
+		if !s.informer.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Errors returns the last error of each informer whose last request failed.
+func (inv *Inventory) Errors() []SourceError {
+	var out []SourceError
+	for _, s := range inv.sources {
+		if err, at := s.err(); err != nil {
+			out = append(out, SourceError{Source: s.desc, At: at, Err: err})
+		}
+	}
+	return out
+}
+
+// Snapshot is a consistent copy of the inventory at one moment: each store is read once under
+// its lock, and summaries are immutable, so later events never change a Snapshot.
+type Snapshot struct {
+	At         time.Time
+	Synced     bool
+	Secrets    []SecretSummary    // sorted by namespace/name; Secrets with no certificate item left out
+	ConfigMaps []ConfigMapSummary // sorted by namespace/name; ConfigMaps with no bundle left out
+	Errors     []SourceError
+}
+
+// Snapshot returns the current summaries.
+func (inv *Inventory) Snapshot() Snapshot {
+	snap := Snapshot{At: inv.opts.Now(), Synced: inv.Synced(), Errors: inv.Errors()}
+	seenCM := map[string]bool{}
+	for _, s := range inv.sources {
+		for _, obj := range s.informer.GetStore().List() {
+			switch e := obj.(type) {
+			case *secretEntry:
+				if len(e.Summary.Items) > 0 || e.Summary.Err != nil {
+					snap.Secrets = append(snap.Secrets, *e.Summary)
+				}
+			case *configMapEntry:
+				// A ConfigMap may be selected both by label and by name.
+				if k := e.Summary.Key(); !seenCM[k] && len(e.Summary.Bundles) > 0 {
+					seenCM[k] = true
+					snap.ConfigMaps = append(snap.ConfigMaps, *e.Summary)
+				}
+			}
+		}
+	}
+	sort.Slice(snap.Secrets, func(i, j int) bool { return snap.Secrets[i].Key() < snap.Secrets[j].Key() })
+	sort.Slice(snap.ConfigMaps, func(i, j int) bool { return snap.ConfigMaps[i].Key() < snap.ConfigMaps[j].Key() })
+	return snap
+}

@@ -1,0 +1,123 @@
+package kube
+
+import (
+	"crypto/x509"
+	"fmt"
+	"path"
+
+	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/files"
+)
+
+// SecretSourceName is the files.Source name of a Secret's observation: "namespace/name", the
+// form Envoy Gateway uses for SDS secret names and Istio's kubernetes://ns/name minus its scheme.
+func SecretSourceName(namespace, name string) string { return namespace + "/" + name }
+
+// ConfigMapSourceName is the files.Source name of a ConfigMap's observation.
+func ConfigMapSourceName(namespace, name string) string {
+	return "configmap:" + namespace + "/" + name
+}
+
+// Observations converts the inventory's current summaries into the desired view the audit judges.
+func (inv *Inventory) Observations() []files.Observation {
+	s := inv.Snapshot()
+	return s.Observations()
+}
+
+// Observations converts the snapshot into files.Observation values, one per Secret and one per
+// ConfigMap. Paths are "namespace/name/key" (never a real file path, so they cannot be mistaken
+// for the paths Envoy reports). Certificates are rebuilt from their DER; no private key is
+// involved (Item.Key carries only the public half).
+func (s *Snapshot) Observations() []files.Observation {
+	out := make([]files.Observation, 0, len(s.Secrets)+len(s.ConfigMaps))
+	bundles := map[*Bundle]bundleX509{}
+	for i := range s.Secrets {
+		sec := &s.Secrets[i]
+		o := files.Observation{
+			Source:    files.Source{Name: SecretSourceName(sec.Namespace, sec.Name)},
+			ChangedAt: sec.ChangedAt,
+			Err:       sec.Err,
+		}
+		for j := range sec.Items {
+			o.Items = append(o.Items, item(sec, &sec.Items[j], bundles))
+		}
+		out = append(out, o)
+	}
+	for i := range s.ConfigMaps {
+		cm := &s.ConfigMaps[i]
+		o := files.Observation{
+			Source:    files.Source{Name: ConfigMapSourceName(cm.Namespace, cm.Name)},
+			ChangedAt: cm.ChangedAt,
+		}
+		for _, kb := range cm.Bundles {
+			it := files.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
+			if kb.Bundle != nil {
+				bx := toX509(kb.Bundle, bundles)
+				it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
+			}
+			o.Items = append(o.Items, it)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+type bundleX509 struct {
+	certs []*x509.Certificate
+	err   error
+}
+
+func item(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle]bundleX509) files.Item {
+	p := func(key string) string {
+		if key == "" {
+			return ""
+		}
+		return path.Join(sec.Namespace, sec.Name, key)
+	}
+	fi := files.Item{Name: it.Name, CertPath: p(it.CertKey), KeyPath: p(it.KeyKey), CAPath: p(it.CAKey),
+		ChainErr: it.ChainErr, KeyErr: it.KeyErr, CAErr: it.CAErr}
+	if len(it.Chain) > 0 {
+		chain, err := parseDER(it.Chain)
+		fi.Chain, fi.ChainErr = chain, firstErr(fi.ChainErr, err)
+	}
+	if it.Key != nil {
+		fi.Key = &pki.KeyInfo{Public: it.Key.Public, Algorithm: it.Key.Algorithm, Format: it.Key.Format}
+	}
+	if it.CA != nil {
+		bx := toX509(it.CA, bundles)
+		fi.CA, fi.CAErr = bx.certs, firstErr(fi.CAErr, bx.err)
+	}
+	return fi
+}
+
+// toX509 parses a shared bundle once per conversion.
+func toX509(b *Bundle, cache map[*Bundle]bundleX509) bundleX509 {
+	if bx, ok := cache[b]; ok {
+		return bx
+	}
+	certs, err := parseDER(b.Certs)
+	bx := bundleX509{certs, err}
+	cache[b] = bx
+	return bx
+}
+
+func parseDER(cs []Cert) ([]*x509.Certificate, error) {
+	out := make([]*x509.Certificate, 0, len(cs))
+	for i, c := range cs {
+		// The DER parsed once already; failing now would mean memory corruption, but it must
+		// still not panic.
+		x, err := x509.ParseCertificate(c.DER)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d (%s): %w", i+1, c.FingerprintSHA256, err)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

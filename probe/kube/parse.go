@@ -1,0 +1,216 @@
+package kube
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/certdrift/certdrift/pki"
+)
+
+// parser turns Secret and ConfigMap data into summaries. It is shared by every informer of an
+// Inventory and safe for concurrent use.
+type parser struct {
+	limits   pki.Limits
+	maxItems int
+	bundles  *bundleCache
+}
+
+// secretData is the part of a Secret the parser reads; keeping it apart from corev1.Secret keeps
+// the parser testable without the API types.
+type secretData struct {
+	namespace, name string
+	data            map[string][]byte
+}
+
+// items parses every item that layouts find in d. fixed says that a missing certificate key is an
+// error (a kubernetes.io/tls Secret without tls.crt), not merely "no item here".
+func (p *parser) items(d secretData, layouts []Layout, fixed bool, now time.Time) ([]ItemSummary, error) {
+	keys := make([]string, 0, len(d.data))
+	for k := range d.data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []ItemSummary
+	seen := map[string]bool{}
+	for _, l := range layouts {
+		for _, ref := range matchLayout(l, keys, d.data, fixed) {
+			if seen[ref.cert] {
+				continue
+			}
+			seen[ref.cert] = true
+			if len(out) >= p.maxItems {
+				return out, fmt.Errorf("secret %s/%s: more than %d certificate items; the rest were not read", d.namespace, d.name, p.maxItems)
+			}
+			out = append(out, p.item(d, ref, now))
+		}
+	}
+	return out, nil
+}
+
+// itemRef names the keys of one item.
+type itemRef struct {
+	name, cert, key, ca string
+}
+
+// matchLayout lists the items layout l finds among keys (sorted).
+func matchLayout(l Layout, keys []string, data map[string][]byte, fixed bool) []itemRef {
+	has := func(k string) bool { _, ok := data[k]; return ok }
+	ca := ""
+	if l.CA != "" && has(l.CA) {
+		ca = l.CA
+	}
+	star := strings.IndexByte(l.Cert, '*')
+	if star < 0 {
+		if !has(l.Cert) && !fixed {
+			return nil
+		}
+		ref := itemRef{cert: l.Cert, ca: ca}
+		if l.Key != "" && has(l.Key) {
+			ref.key = l.Key
+		}
+		return []itemRef{ref}
+	}
+	prefix, suffix := l.Cert[:star], l.Cert[star+1:]
+	var refs []itemRef
+	for _, k := range keys {
+		if k == l.CA || len(k) <= len(prefix)+len(suffix) || !strings.HasPrefix(k, prefix) || !strings.HasSuffix(k, suffix) {
+			continue
+		}
+		name := k[len(prefix) : len(k)-len(suffix)]
+		ref := itemRef{name: name, cert: k, ca: ca}
+		if l.Key != "" {
+			if kk := strings.Replace(l.Key, "*", name, 1); has(kk) {
+				ref.key = kk
+			}
+		}
+		refs = append(refs, ref)
+	}
+	return refs
+}
+
+// item parses one item. Errors name the namespace, the Secret and the key, never the content.
+func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
+	it := ItemSummary{Name: ref.name, CertKey: ref.cert, KeyKey: ref.key, CAKey: ref.ca}
+	where := func(key string, err error) error {
+		return fmt.Errorf("secret %s/%s key %q: %w", d.namespace, d.name, key, err)
+	}
+	var chain []*x509.Certificate
+	raw, ok := d.data[ref.cert]
+	switch {
+	case !ok:
+		it.ChainErr = where(ref.cert, errors.New("missing"))
+	default:
+		var err error
+		if chain, err = pki.ParseCertificates(raw, p.limits); err != nil {
+			it.ChainErr = where(ref.cert, err)
+		} else {
+			it.Chain = certs(chain)
+		}
+	}
+	if ref.key != "" {
+		k, err := pki.ParsePrivateKey(d.data[ref.key], p.limits)
+		if err != nil {
+			it.KeyErr = where(ref.key, err)
+		} else {
+			it.Key = &KeySummary{Algorithm: k.Algorithm, Format: k.Format, Public: k.Public}
+			if len(chain) > 0 {
+				it.Key.Matches = pki.KeyMatches(chain[0], k.Public)
+			}
+		}
+	}
+	if ref.ca != "" {
+		b, parsed, err := p.bundles.parse(d.data[ref.ca], p.limits)
+		if err != nil {
+			it.CAErr = where(ref.ca, err)
+		} else {
+			it.CA = b
+			if len(chain) > 0 {
+				res := pki.Verify(chain[0], chain[1:], parsed, now, x509.ExtKeyUsageAny)
+				v := &VerifySummary{OK: res.OK, Reason: string(res.Reason)}
+				if res.Err != nil {
+					v.Err = res.Err.Error()
+				}
+				it.CAVerify = v
+			}
+		}
+	}
+	return it
+}
+
+func certs(cs []*x509.Certificate) []Cert {
+	out := make([]Cert, len(cs))
+	for i, c := range cs {
+		// A copy: for DER input c.Raw aliases the Secret value, which must not outlive the transform.
+		out[i] = Cert{Summary: pki.Summarize(c), DER: bytes.Clone(c.Raw)}
+	}
+	return out
+}
+
+// configMapBundles parses every key of a ConfigMap whose value holds a PEM certificate block.
+func (p *parser) configMapBundles(namespace, name string, data map[string]string) []KeyBundle {
+	keys := make([]string, 0, len(data))
+	for k, v := range data {
+		if strings.Contains(v, "-----BEGIN ") && strings.Contains(v, "CERTIFICATE-----") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	out := make([]KeyBundle, 0, len(keys))
+	for _, k := range keys {
+		b, _, err := p.bundles.parse([]byte(data[k]), p.limits)
+		kb := KeyBundle{Key: k, Bundle: b}
+		if err != nil {
+			kb.Err = fmt.Errorf("configmap %s/%s key %q: %w", namespace, name, k, err)
+		}
+		out = append(out, kb)
+	}
+	return out
+}
+
+// bundleCache shares parsed CA bundles between Secrets whose bundle bytes are identical: in a
+// typical cluster thousands of TLS Secrets carry the same ca.crt, and parsing it (and keeping
+// it) once is most of the saving. It is bounded; when full it starts over.
+type bundleCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[[32]byte]*cachedBundle
+}
+
+type cachedBundle struct {
+	b      *Bundle
+	parsed []*x509.Certificate
+	err    error
+}
+
+func newBundleCache(max int) *bundleCache {
+	return &bundleCache{max: max, m: map[[32]byte]*cachedBundle{}}
+}
+
+func (c *bundleCache) parse(raw []byte, lim pki.Limits) (*Bundle, []*x509.Certificate, error) {
+	sum := sha256.Sum256(bytes.TrimSpace(raw))
+	c.mu.Lock()
+	cb, ok := c.m[sum]
+	c.mu.Unlock()
+	if ok {
+		return cb.b, cb.parsed, cb.err
+	}
+	parsed, err := pki.ParseCertificates(raw, lim)
+	cb = &cachedBundle{parsed: parsed, err: err}
+	if err == nil {
+		cb.b = &Bundle{Certs: certs(parsed)}
+	}
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[sum] = cb
+	c.mu.Unlock()
+	return cb.b, cb.parsed, cb.err
+}

@@ -1,0 +1,129 @@
+package kube
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/certdrift/certdrift/pki"
+)
+
+// SecretSummary is what the inventory keeps of one Secret. It holds no private key material and
+// no Secret data other than the DER of the public certificates (needed to rebuild x509
+// certificates for the audit). It is immutable once built: a Secret update produces a new one.
+type SecretSummary struct {
+	Namespace       string    `json:"namespace"`
+	Name            string    `json:"name"`
+	UID             types.UID `json:"uid"`
+	Type            string    `json:"type"`
+	ResourceVersion string    `json:"resource_version"`
+	CreatedAt       time.Time `json:"created_at"`
+	// ChangedAt is when the Secret's data last changed, as well as can be told: see ChangedHow.
+	ChangedAt time.Time `json:"changed_at"`
+	// ChangedBy is the field manager that last wrote data (e.g. "cert-manager-certificates-issuing",
+	// "kubectl-client-side-apply"), when managedFields say so.
+	ChangedBy  string     `json:"changed_by,omitempty"`
+	ChangedHow ChangedHow `json:"changed_how"`
+	Items      []ItemSummary `json:"items"`
+	// Err is set when the Secret as a whole could not be read (too many items, say).
+	Err error `json:"-"`
+}
+
+// Key is "namespace/name".
+func (s *SecretSummary) Key() string { return s.Namespace + "/" + s.Name }
+
+// ChangedHow says where ChangedAt came from.
+type ChangedHow string
+
+const (
+	// ChangedManagedFields: the timestamp of the managedFields entry that owns data (f:data).
+	ChangedManagedFields ChangedHow = "managed-fields"
+	// ChangedObserved: certdrift saw the resourceVersion and the certificates change.
+	ChangedObserved ChangedHow = "observed"
+	// ChangedCreated: no better evidence; the creation time is a lower bound.
+	ChangedCreated ChangedHow = "created"
+)
+
+// ItemSummary is one certificate of a Secret with its key and CA bundle: the whole Secret for a
+// kubernetes.io/tls Secret, or one "<name>.crt"/"<name>.key" pair of a merged layout.
+type ItemSummary struct {
+	// Name is "" for a fixed layout (tls.crt), or the <name> of a merged item.
+	Name string `json:"name,omitempty"`
+	// The data keys the item was read from; KeyKey and CAKey are "" when absent from the Secret.
+	CertKey string `json:"cert_key"`
+	KeyKey  string `json:"key_key,omitempty"`
+	CAKey   string `json:"ca_key,omitempty"`
+
+	Chain    []Cert `json:"chain,omitempty"` // leaf first, as in the Secret
+	ChainErr error  `json:"-"`
+
+	Key    *KeySummary `json:"key,omitempty"` // nil when there is no key or it failed to parse
+	KeyErr error       `json:"-"`
+
+	CA    *Bundle `json:"ca,omitempty"` // nil when there is no CA key
+	CAErr error   `json:"-"`
+	// CAVerify is whether CA verifies the leaf (through the chain's intermediates) at the time
+	// the Secret was read; nil when there is no leaf or no CA.
+	CAVerify *VerifySummary `json:"ca_verify,omitempty"`
+}
+
+// Leaf returns the first certificate of the chain, or nil.
+func (it *ItemSummary) Leaf() *Cert {
+	if len(it.Chain) == 0 {
+		return nil
+	}
+	return &it.Chain[0]
+}
+
+// Cert is one certificate: its summary, and its DER for rebuilding the x509 form on demand.
+type Cert struct {
+	pki.Summary
+	DER []byte `json:"-"`
+}
+
+// KeySummary describes a private key without holding it.
+type KeySummary struct {
+	Algorithm string `json:"algorithm"`
+	Format    string `json:"format"`
+	// Matches is whether the key is the private half of the leaf's public key.
+	Matches bool `json:"matches"`
+	// Public is the key's public half, for the audit's own key check.
+	Public any `json:"-"`
+}
+
+// Bundle is a parsed CA bundle. Bundles with identical bytes are shared between summaries (a
+// cluster's TLS Secrets usually carry the same ca.crt), so a Bundle must never be modified.
+type Bundle struct {
+	Certs []Cert `json:"certs"`
+}
+
+// VerifySummary is the outcome of verifying a leaf against the CA bundle beside it.
+type VerifySummary struct {
+	OK     bool   `json:"ok"`
+	Reason string `json:"reason,omitempty"`
+	Err    string `json:"error,omitempty"`
+}
+
+// ConfigMapSummary is what the inventory keeps of one ConfigMap: its CA bundles.
+type ConfigMapSummary struct {
+	Namespace       string    `json:"namespace"`
+	Name            string    `json:"name"`
+	UID             types.UID `json:"uid"`
+	ResourceVersion string    `json:"resource_version"`
+	CreatedAt       time.Time `json:"created_at"`
+	ChangedAt       time.Time `json:"changed_at"`
+	ChangedBy       string    `json:"changed_by,omitempty"`
+	ChangedHow      ChangedHow `json:"changed_how"`
+	// Bundles holds one entry per key whose value looks like PEM certificates, sorted by key.
+	Bundles []KeyBundle `json:"bundles"`
+}
+
+// Key is "namespace/name".
+func (c *ConfigMapSummary) Key() string { return c.Namespace + "/" + c.Name }
+
+// KeyBundle is the bundle found under one ConfigMap key.
+type KeyBundle struct {
+	Key    string  `json:"key"`
+	Bundle *Bundle `json:"bundle,omitempty"`
+	Err    error   `json:"-"`
+}
