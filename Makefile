@@ -12,7 +12,7 @@ ENVOY_EXTRA_VERSIONS ?= 1.36.2
 NICE ?= nice -n 10
 GOTEST_FLAGS ?= -timeout 20m
 
-.PHONY: test vet test-unit test-envoy-versions deps envoy kube build demo clean-envoy help
+.PHONY: test vet test-unit test-envoy-versions deps envoy kube build demo testbed clean-envoy help
 
 help:
 	@echo "make test    go vet, the whole test suite with Envoy $(ENVOY_VERSION), then the Envoy tests with $(ENVOY_EXTRA_VERSIONS)"
@@ -20,6 +20,7 @@ help:
 	@echo "make kube    build the test control plane into .cache/kube/<version>/ (minutes, once)"
 	@echo "make build   build bin/certdrift"
 	@echo "make demo    the quickstart: two real Envoys, one rotation, certdrift audit before and after"
+	@echo "make testbed run the test cluster (etcd, kube-apiserver, controller manager) until Ctrl-C; prints its kubeconfig"
 
 test: vet test-unit test-envoy-versions
 
@@ -62,6 +63,14 @@ build:
 demo: build
 	@./scripts/fetch-envoy.sh $(ENVOY_VERSION) >/dev/null
 	CERTDRIFT_ENVOY_VERSION=$(ENVOY_VERSION) $(GO) run ./test/demo -certdrift bin/certdrift
+
+# The test cluster for a person to explore: prints the kubeconfig path, runs until Ctrl-C, then
+# stops every process and removes its directory (test/testbed/README.md). Built, then exec'd
+# rather than `go run`: go run exits 1 after a Ctrl-C even when the program stopped cleanly.
+testbed: kube
+	@mkdir -p .cache/bin
+	$(GO) build -o .cache/bin/testbed ./test/testbed/cmd/testbed
+	exec .cache/bin/testbed
 
 clean-envoy:
 	rm -rf .cache/envoy
