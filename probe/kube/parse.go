@@ -111,7 +111,7 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 		if chain, err = pki.ParseCertificates(raw, p.limits); err != nil {
 			it.ChainErr = where(ref.cert, err)
 		} else {
-			it.Chain = certs(chain)
+			it.Chain = summarizeCerts(chain)
 		}
 	}
 	if ref.key != "" {
@@ -144,7 +144,7 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 	return it
 }
 
-func certs(cs []*x509.Certificate) []Cert {
+func summarizeCerts(cs []*x509.Certificate) []Cert {
 	out := make([]Cert, len(cs))
 	for i, c := range cs {
 		// A copy: for DER input c.Raw aliases the Secret value, which must not outlive the transform.
@@ -204,7 +204,7 @@ func (c *bundleCache) parse(raw []byte, lim pki.Limits) (*Bundle, []*x509.Certif
 	parsed, err := pki.ParseCertificates(raw, lim)
 	cb = &cachedBundle{parsed: parsed, err: err}
 	if err == nil {
-		cb.b = &Bundle{Certs: certs(parsed)}
+		cb.b = &Bundle{Certs: summarizeCerts(parsed)}
 	}
 	c.mu.Lock()
 	if len(c.m) >= c.max {

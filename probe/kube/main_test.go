@@ -1,0 +1,154 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/certdrift/certdrift/test/testbed"
+)
+
+// One control plane serves every test of the package (each test uses its own namespaces); it
+// starts on first use, so the parser tests run without it.
+var (
+	bedOnce sync.Once
+	bed     *testbed.Testbed
+	bedErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bed != nil {
+		if code != 0 {
+			bed.DumpLogs(os.Stderr, 30)
+		}
+		if err := bed.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop testbed:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// controlPlane returns the shared testbed; without the binaries it fails the test with the
+// testbed's message (which says to run scripts/build-kube.sh).
+func controlPlane(t testing.TB) *testbed.Testbed {
+	t.Helper()
+	bedOnce.Do(func() {
+		bed, bedErr = testbed.Start(context.Background(), testbed.Options{})
+	})
+	if bedErr != nil {
+		t.Fatalf("testbed (build the binaries with scripts/build-kube.sh): %v", bedErr)
+	}
+	return bed
+}
+
+// fastAdmin is an admin client allowed to create thousands of objects quickly.
+func fastAdmin(t testing.TB, tb *testbed.Testbed) kubernetes.Interface {
+	t.Helper()
+	c := rest.CopyConfig(tb.Config)
+	c.QPS, c.Burst = 2000, 2000
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	cs, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		t.Fatalf("admin client: %v", err)
+	}
+	return cs
+}
+
+func createNamespaces(t testing.TB, c kubernetes.Interface, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := c.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create namespace %s: %v", n, err)
+		}
+	}
+}
+
+func tlsSecret(ns, name string, cert, key, ca []byte) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": cert, "tls.key": key}}
+	if ca != nil {
+		s.Data["ca.crt"] = ca
+	}
+	return s
+}
+
+func createSecret(t testing.TB, c kubernetes.Interface, s *corev1.Secret) *corev1.Secret {
+	t.Helper()
+	out, err := c.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{FieldManager: "certdrift-test"})
+	if err != nil {
+		t.Fatalf("create secret %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	return out
+}
+
+// grantSecretsReader gives user a Role in ns to list and watch Secrets and ConfigMaps.
+func grantSecretsReader(t testing.TB, c kubernetes.Interface, ns, user string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "certdrift-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"list", "watch"}}}}
+	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create role in %s: %v", ns, err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "certdrift-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "certdrift-reader"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}}}
+	if _, err := c.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create role binding in %s: %v", ns, err)
+	}
+}
+
+// startInventory builds and runs an inventory, stopping it when the test ends.
+func startInventory(t testing.TB, cfg *rest.Config, opts Options) *Inventory {
+	t.Helper()
+	inv, err := New(cfg, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := inv.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("inventory did not stop within 10s of cancel")
+		}
+	})
+	return inv
+}
+
+func waitSynced(t testing.TB, inv *Inventory) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := inv.WaitSynced(ctx); err != nil {
+		t.Fatalf("WaitSynced: %v", err)
+	}
+}
+
+// uniqueNS returns a namespace name unique to this test run.
+func uniqueNS(t testing.TB, suffix string) string {
+	n := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(n) > 40 {
+		n = n[:40]
+	}
+	return strings.Trim(n, "-") + "-" + suffix
+}
