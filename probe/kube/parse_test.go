@@ -192,7 +192,7 @@ func TestChangeTracker(t *testing.T) {
 	}{
 		"ManagedFieldsFirst": {
 			reason: "the entry owning f:data gives the time, not the newer label entry",
-			steps: []step{{uid: "u", digest: 1, mf: mf("cert-manager", t0, `{"f:data":{".":{}}}`), now: t0.Add(time.Minute), wantAt: t0, wantHow: ChangedManagedFields, wantBy: "cert-manager"}},
+			steps:  []step{{uid: "u", digest: 1, mf: mf("cert-manager", t0, `{"f:data":{".":{}}}`), now: t0.Add(time.Minute), wantAt: t0, wantHow: ChangedManagedFields, wantBy: "cert-manager"}},
 		},
 		"NoManagedFields": {
 			reason: "without managedFields the creation time is the only evidence",

@@ -107,4 +107,3 @@ func walkBytes(v reflect.Value, path string, seen map[uintptr]bool, f func(strin
 		f(path, []byte(v.String()))
 	}
 }
-

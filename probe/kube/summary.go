@@ -22,8 +22,8 @@ type SecretSummary struct {
 	ChangedAt time.Time `json:"changed_at"`
 	// ChangedBy is the field manager that last wrote data (e.g. "cert-manager-certificates-issuing",
 	// "kubectl-client-side-apply"), when managedFields say so.
-	ChangedBy  string     `json:"changed_by,omitempty"`
-	ChangedHow ChangedHow `json:"changed_how"`
+	ChangedBy  string        `json:"changed_by,omitempty"`
+	ChangedHow ChangedHow    `json:"changed_how"`
 	Items      []ItemSummary `json:"items"`
 	// Err is set when the Secret as a whole could not be read (too many items, say).
 	Err error `json:"-"`
@@ -106,13 +106,13 @@ type VerifySummary struct {
 
 // ConfigMapSummary is what the inventory keeps of one ConfigMap: its CA bundles.
 type ConfigMapSummary struct {
-	Namespace       string    `json:"namespace"`
-	Name            string    `json:"name"`
-	UID             types.UID `json:"uid"`
-	ResourceVersion string    `json:"resource_version"`
-	CreatedAt       time.Time `json:"created_at"`
-	ChangedAt       time.Time `json:"changed_at"`
-	ChangedBy       string    `json:"changed_by,omitempty"`
+	Namespace       string     `json:"namespace"`
+	Name            string     `json:"name"`
+	UID             types.UID  `json:"uid"`
+	ResourceVersion string     `json:"resource_version"`
+	CreatedAt       time.Time  `json:"created_at"`
+	ChangedAt       time.Time  `json:"changed_at"`
+	ChangedBy       string     `json:"changed_by,omitempty"`
 	ChangedHow      ChangedHow `json:"changed_how"`
 	// Bundles holds one entry per key whose value looks like PEM certificates, sorted by key.
 	Bundles []KeyBundle `json:"bundles"`
