@@ -21,10 +21,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 )
@@ -71,6 +73,9 @@ func TestKubeletServerPortForward(t *testing.T) {
 	})
 	t.Run("WebSocketTunnelWithSPDYFallback", func(t *testing.T) {
 		f.checkForward(t, portforward.NewFallbackDialer(f.tunnelDialer(t, pfPod), f.spdyDialer(t, pfPod), kubectlShouldFallback))
+	})
+	t.Run("WebSocketV4Channels", func(t *testing.T) {
+		f.checkWebSocketV4(t)
 	})
 	t.Run("Kubectl", func(t *testing.T) {
 		f.checkKubectl(ctx, t, "true")
@@ -382,6 +387,65 @@ func (f *pfFixture) checkKubectl(ctx context.Context, t *testing.T, websockets s
 	// kubectl -v=4 logs when it gives up on the WebSocket tunnel and retries over SPDY.
 	if websockets == "true" && strings.Contains(stderr.String(), "fallback to secondary dialer") {
 		t.Errorf("kubectl fell back to SPDY; want the WebSocket tunnel to work")
+	}
+}
+
+// checkWebSocketV4 uses the older WebSocket port-forward protocol (v4.channel.k8s.io, as
+// browsers and non-Go clients speak it): the API server passes it through to the kubelet
+// server, whose WebSocket path then carries the data. Channel 0 is data, 1 is errors; each
+// starts with the port, little endian.
+func (f *pfFixture) checkWebSocketV4(t *testing.T) {
+	tlsCfg, err := rest.TLSConfigFor(f.tb.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := f.portForwardURL(pfPod)
+	u.Scheme = "wss"
+	u.RawQuery = url.Values{"ports": {fmt.Sprint(pfEchoPort)}}.Encode()
+	d := websocket.Dialer{TLSClientConfig: tlsCfg, Subprotocols: []string{"v4.channel.k8s.io"}, HandshakeTimeout: 10 * time.Second}
+	conn, resp, err := d.Dial(u.String(), nil)
+	if err != nil {
+		t.Fatalf("WebSocket dial %s: %v (response %v)", u, err, resp)
+	}
+	defer conn.Close()
+	if got := conn.Subprotocol(); got != "v4.channel.k8s.io" {
+		t.Errorf("negotiated subprotocol %q, want v4.channel.k8s.io", got)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	read := func() (byte, []byte) {
+		t.Helper()
+		_, msg, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("read WebSocket message: %v", err)
+		}
+		if len(msg) == 0 {
+			t.Fatal("empty WebSocket message: no channel byte")
+		}
+		return msg[0], msg[1:]
+	}
+	port := []byte{byte(pfEchoPort), byte(pfEchoPort >> 8)}
+	got := map[byte][]byte{}
+	for range 2 {
+		ch, data := read()
+		got[ch] = data
+	}
+	if diff := cmp.Diff(map[byte][]byte{0: port, 1: port}, got); diff != "" {
+		t.Fatalf("initial port messages per channel (-want +got):\n%s", diff)
+	}
+	payload := []byte(rand.Text())
+	if err := conn.WriteMessage(websocket.BinaryMessage, append([]byte{0}, payload...)); err != nil {
+		t.Fatalf("write WebSocket message: %v", err)
+	}
+	var echoed []byte
+	for len(echoed) < len(payload) {
+		ch, data := read()
+		if ch != 0 {
+			t.Fatalf("message on channel %d (%q), want echo on data channel 0", ch, data)
+		}
+		echoed = append(echoed, data...)
+	}
+	if diff := cmp.Diff(string(payload), string(echoed)); diff != "" {
+		t.Errorf("echo over v4 WebSocket (-want +got):\n%s", diff)
 	}
 }
 
