@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -218,7 +219,8 @@ func TestTypeFilterIsServerSide(t *testing.T) {
 			Data: map[string][]byte{"a.crt": leaf.CertPEM, "payload": make([]byte, 20<<10)}})
 	}
 	changes := make(chan Change, 10)
-	inv := startInventory(t, tb.Config, Options{Namespaces: []string{ns}, PageSize: 1, OnChange: func(c Change) { changes <- c }})
+	rec := &recorder{}
+	inv := startInventory(t, recorded(tb.Config, rec), Options{Namespaces: []string{ns}, PageSize: 1, OnChange: func(c Change) { changes <- c }})
 	waitSynced(t, inv)
 	// An Opaque Secret created after the sync must not arrive through the watch either.
 	createSecret(t, admin, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "opaque-later"}, Type: corev1.SecretTypeOpaque,
@@ -246,6 +248,75 @@ func TestTypeFilterIsServerSide(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int64{"kubernetes.io/tls": 3}, st.SecretsParsed); diff != "" {
 		t.Errorf("Secrets delivered to the transform, by type (-want +got):\n%s", diff)
+	}
+	// What went over the wire: namespaced paths only, the type selector and the page size in
+	// every list and watch, protobuf responses.
+	var lists, watches int
+	for _, r := range rec.requests() {
+		q, err := url.ParseQuery(r.query)
+		if err != nil {
+			t.Fatalf("query %q: %v", r.query, err)
+		}
+		if r.path != "/api/v1/namespaces/"+ns+"/secrets" {
+			t.Errorf("request to %s, want only %s's Secrets", r.path, ns)
+			continue
+		}
+		if got := q.Get("fieldSelector"); got != "type=kubernetes.io/tls" {
+			t.Errorf("%s %s?%s: fieldSelector %q, want type=kubernetes.io/tls", r.method, r.path, r.query, got)
+		}
+		if q.Get("watch") == "true" {
+			watches++
+			if q.Get("sendInitialEvents") != "" {
+				t.Errorf("watch %s asks for initial events (WatchList), want a paginated list first", r.query)
+			}
+			continue
+		}
+		lists++
+		if q.Get("limit") != "1" {
+			t.Errorf("list %s: limit %q, want 1", r.query, q.Get("limit"))
+		}
+		if !strings.HasPrefix(r.contentType, "application/vnd.kubernetes.protobuf") {
+			t.Errorf("list answered as %q, want protobuf", r.contentType)
+		}
+	}
+	if lists < 2 || watches < 1 {
+		t.Errorf("saw %d list and %d watch requests, want a paginated list and a watch", lists, watches)
+	}
+}
+
+func TestClusterWideExcludesNamespaces(t *testing.T) {
+	tb := controlPlane(t)
+	admin := fastAdmin(t, tb)
+	keep, drop := uniqueNS(t, "keep"), uniqueNS(t, "drop")
+	createNamespaces(t, admin, keep, drop)
+	root := certs.NewCA(t)
+	leaf := root.Leaf(t)
+	createSecret(t, admin, tlsSecret(keep, "kept", leaf.CertPEM, leaf.KeyPEM, nil))
+	createSecret(t, admin, tlsSecret(drop, "dropped", leaf.CertPEM, leaf.KeyPEM, nil))
+	labelled := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: keep, Name: "trust", Labels: map[string]string{"certdrift.dev/bundle": "true"}},
+		Data: map[string]string{"ca.crt": string(root.CertPEM)}}
+	if _, err := admin.CoreV1().ConfigMaps(keep).Create(context.Background(), labelled, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	inv := startInventory(t, recorded(tb.Config, rec), Options{ExcludeNamespaces: []string{drop}, ConfigMapSelector: "certdrift.dev/bundle=true"})
+	waitSynced(t, inv)
+	var got []string
+	for _, s := range inv.Snapshot().Secrets {
+		if s.Namespace == keep || s.Namespace == drop {
+			got = append(got, s.Key())
+		}
+	}
+	for _, c := range inv.Snapshot().ConfigMaps {
+		got = append(got, "configmap:"+c.Key())
+	}
+	if diff := cmp.Diff([]string{keep + "/kept", "configmap:" + keep + "/trust"}, got); diff != "" {
+		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+	for _, r := range rec.requests() {
+		if r.path == "/api/v1/secrets" && !strings.Contains(r.query, url.QueryEscape("metadata.namespace!="+drop)) {
+			t.Errorf("cluster-wide request %s does not exclude %s on the server", r.query, drop)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -58,6 +59,8 @@ func fastAdmin(t testing.TB, tb *testbed.Testbed) kubernetes.Interface {
 	c := rest.CopyConfig(tb.Config)
 	c.QPS, c.Burst = 2000, 2000
 	c.ContentType = "application/vnd.kubernetes.protobuf"
+	// The API server warns about the deliberately broken TLS Secrets the tests create.
+	c.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(c)
 	if err != nil {
 		t.Fatalf("admin client: %v", err)
@@ -142,6 +145,41 @@ func waitSynced(t testing.TB, inv *Inventory) {
 	if err := inv.WaitSynced(ctx); err != nil {
 		t.Fatalf("WaitSynced: %v", err)
 	}
+}
+
+// request is one API request as the client sent it, with the response's content type.
+type request struct {
+	method, path, query, contentType string
+}
+
+// recorder is a transport wrapper that records every request through a client configuration.
+type recorder struct {
+	mu   sync.Mutex
+	reqs []request
+	next http.RoundTripper
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err == nil {
+		r.mu.Lock()
+		r.reqs = append(r.reqs, request{req.Method, req.URL.Path, req.URL.RawQuery, resp.Header.Get("Content-Type")})
+		r.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (r *recorder) requests() []request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]request(nil), r.reqs...)
+}
+
+// recorded returns a copy of cfg whose requests rec records.
+func recorded(cfg *rest.Config, rec *recorder) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.next = rt; return rec })
+	return c
 }
 
 // uniqueNS returns a namespace name unique to this test run.
