@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/test/testbed"
+	"k8s.io/klog/v2"
 )
 
 func main() {
@@ -44,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// client-go and the kubelet streaming code (port-forward) log through klog: one format.
+	klog.SetSlogLogger(log)
 
 	// The first signal stops the testbed; a start in progress is abandoned.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
