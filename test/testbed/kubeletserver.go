@@ -86,6 +86,7 @@ const (
 	defaultStreamCreationTimeout = 30 * time.Second
 	defaultPodDialTimeout        = 10 * time.Second
 	kubeletReadHeaderTimeout     = 10 * time.Second
+	kubeletIdleTimeout           = 90 * time.Second
 	kubeletMaxHeaderBytes        = 64 << 10
 )
 
@@ -128,20 +129,17 @@ func NewKubeletServer(cfg KubeletServerConfig, dial func(ctx context.Context, na
 	if err != nil {
 		return nil, fmt.Errorf("kubelet server: listen on %s: %w", addr, err)
 	}
-	s := &KubeletServer{cfg: cfg, dial: dial, log: log, ln: ln, conns: map[io.Closer]struct{}{}}
+	s := &KubeletServer{cfg: cfg, dial: dial, log: log, conns: map[io.Closer]struct{}{}}
+	// Hijacked (upgraded) connections are no longer the http.Server's to close: every accepted
+	// connection is tracked until it closes, so Close can end port-forward sessions too.
+	s.ln = trackingListener{Listener: ln, s: s}
 	s.srv = &http.Server{
 		Handler:           s.routes(),
 		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: kubeletReadHeaderTimeout,
+		IdleTimeout:       kubeletIdleTimeout,
 		MaxHeaderBytes:    kubeletMaxHeaderBytes,
-		// Hijacked (upgraded) connections are no longer the http.Server's: remember them so
-		// Close can end port-forward sessions too.
-		ConnState: func(c net.Conn, state http.ConnState) {
-			if state == http.StateHijacked {
-				s.track(c)
-			}
-		},
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s, nil
 }
@@ -247,6 +245,33 @@ func (s *KubeletServer) untrack(c io.Closer) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// trackingListener registers each accepted connection with the server until it is closed.
+type trackingListener struct {
+	net.Listener
+	s *KubeletServer
+}
+
+func (l trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, s: l.s}
+	l.s.track(tc)
+	return tc, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	s    *KubeletServer
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() { c.s.untrack(c) })
+	return c.Conn.Close()
 }
 
 func (s *KubeletServer) routes() http.Handler {

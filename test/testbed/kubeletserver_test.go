@@ -112,6 +112,24 @@ func TestKubeletServerPortForward(t *testing.T) {
 	t.Run("DirectCallers", func(t *testing.T) {
 		f.checkDirectCallers(t)
 	})
+	t.Run("SessionsReleaseConnections", func(t *testing.T) {
+		// Every session above has ended (their forwarders stopped with their subtests); only
+		// the API server's idle keep-alive connections may remain tracked.
+		const maxIdle = 3
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			f.srv.mu.Lock()
+			n := len(f.srv.conns)
+			f.srv.mu.Unlock()
+			if n <= maxIdle {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("kubelet server still tracks %d connections after every session ended, want at most %d", n, maxIdle)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	// Last: it stops the server.
 	t.Run("CloseEndsSessions", func(t *testing.T) {
 		local, done, err := startForward(t, f.spdyDialer(t, pfPod), fmt.Sprint(pfEchoPort))
@@ -596,6 +614,9 @@ func (f *pfFixture) checkDirectCallers(t *testing.T) {
 	apiserver, err := f.tb.mtlsClient(KubeletClientUser, "system:masters")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range []*http.Client{anonymous, admin, apiserver} {
+		defer c.CloseIdleConnections()
 	}
 	base := "https://" + f.srv.Addr()
 	pfPath := "/portForward/" + pfNamespace + "/" + pfPod
