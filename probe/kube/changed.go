@@ -2,33 +2,53 @@ package kube
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// dataWriter finds, in managedFields, the newest entry that owns any of the given top-level
-// fields ("f:data", "f:stringData", "f:binaryData") and returns its manager and time.
+// writerStamp is one managedFields entry that owns data: who wrote it, how, and when the API
+// server last stamped the entry.
+type writerStamp struct {
+	manager, operation string
+	at                 time.Time
+}
+
+// dataWriters lists the managedFields entries that own any of the given top-level fields
+// ("f:data", "f:stringData", "f:binaryData").
 //
 // The API server stamps an entry's time when its manager adds, changes or removes one of the
 // fields it owns, so the entry owning f:data moves when a controller (cert-manager) or a person
 // (kubectl apply/edit) rewrites the data. The stamp also moves if the same manager changes a label
 // in the same request, which is rare for the writers of certificate Secrets and errs towards
 // "changed later", the safe side for a grace period.
-func dataWriter(mf []metav1.ManagedFieldsEntry, fields ...string) (manager string, at time.Time, ok bool) {
+func dataWriters(mf []metav1.ManagedFieldsEntry, fields ...string) []writerStamp {
+	var out []writerStamp
 	for i := range mf {
 		e := &mf[i]
-		if e.Time == nil || e.FieldsV1 == nil || len(e.FieldsV1.Raw) == 0 {
+		if e.Time == nil || e.FieldsV1 == nil || len(e.FieldsV1.Raw) == 0 || !ownsAny(e.FieldsV1.Raw, fields) {
 			continue
 		}
-		if !ownsAny(e.FieldsV1.Raw, fields) {
-			continue
-		}
-		if t := e.Time.Time; !ok || t.After(at) {
-			manager, at, ok = e.Manager, t, true
+		out = append(out, writerStamp{manager: e.Manager, operation: string(e.Operation), at: e.Time.UTC()})
+	}
+	return out
+}
+
+// latestWriter picks the writer of the newest data change. Stamps have one-second resolution and
+// a manager that shares a key with the new writer (an unchanged ca.crt) keeps owning data with
+// its old stamp, so an entry that is new or re-stamped since prev wins over one seen before;
+// among equals, the newest stamp.
+func latestWriter(cur, prev []writerStamp) (writerStamp, bool) {
+	var best writerStamp
+	found, bestFresh := false, false
+	for _, w := range cur {
+		fresh := !slices.Contains(prev, w)
+		if !found || (fresh && !bestFresh) || (fresh == bestFresh && w.at.After(best.at)) {
+			best, found, bestFresh = w, true, fresh
 		}
 	}
-	return manager, at, ok
+	return best, found
 }
 
 // maxFieldsV1 bounds the managedFields JSON decoded per entry: a merged Secret with hundreds of

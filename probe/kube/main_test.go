@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,11 +183,13 @@ func recorded(cfg *rest.Config, rec *recorder) *rest.Config {
 	return c
 }
 
-// uniqueNS returns a namespace name unique to this test run.
+var nsCounter atomic.Int64
+
+// uniqueNS returns a namespace name unique to this process (tests may run with -count).
 func uniqueNS(t testing.TB, suffix string) string {
 	n := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(n) > 40 {
-		n = n[:40]
+	if len(n) > 36 {
+		n = n[:36]
 	}
-	return strings.Trim(n, "-") + "-" + suffix
+	return fmt.Sprintf("%s-%d-%s", strings.Trim(n, "-"), nsCounter.Add(1), suffix)
 }

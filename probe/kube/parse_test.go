@@ -218,6 +218,14 @@ func TestChangeTracker(t *testing.T) {
 				{uid: "u", digest: 2, mf: mf("kubectl", t0, `{"f:data":{}}`), now: t0.Add(700 * time.Millisecond), wantAt: t0.Add(700 * time.Millisecond), wantHow: ChangedObserved, wantBy: "kubectl"},
 			},
 		},
+		"NewWriterSameSecond": {
+			reason: "the creator keeps owning an unchanged ca.crt with the same-second stamp; the new entry is the writer",
+			steps: []step{
+				{uid: "u", digest: 1, mf: mf("creator", t0, `{"f:data":{}}`), now: t0.Add(100 * time.Millisecond), wantAt: t0, wantHow: ChangedManagedFields, wantBy: "creator"},
+				{uid: "u", digest: 2, mf: append(mf("creator", t0, `{"f:data":{}}`), metav1.ManagedFieldsEntry{Manager: "rotator", Time: ptr(metav1.NewTime(t0)), FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{}}`)}}),
+					now: t0.Add(600 * time.Millisecond), wantAt: t0.Add(600 * time.Millisecond), wantHow: ChangedObserved, wantBy: "rotator"},
+			},
+		},
 		"Recreated": {
 			reason: "a new UID is a new object, not a change of the old one",
 			steps: []step{

@@ -71,21 +71,28 @@ type changeTracker struct {
 }
 
 type changeState struct {
-	uid    types.UID
-	digest [32]byte
-	at     time.Time
-	by     string
-	how    ChangedHow
+	uid     types.UID
+	digest  [32]byte
+	at      time.Time
+	by      string
+	how     ChangedHow
+	writers []writerStamp
 }
 
 func newChangeTracker() *changeTracker { return &changeTracker{m: map[string]changeState{}} }
 
 func (t *changeTracker) observe(kind string, m *metav1.ObjectMeta, digest [32]byte, now time.Time, fields ...string) (time.Time, string, ChangedHow) {
 	key := kind + "/" + m.Namespace + "/" + m.Name
-	mgr, mfAt, mfOK := dataWriter(m.ManagedFields, fields...)
+	writers := dataWriters(m.ManagedFields, fields...)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	prev, known := t.m[key]
+	var prevWriters []writerStamp
+	if known && prev.uid == m.UID {
+		prevWriters = prev.writers
+	}
+	w, mfOK := latestWriter(writers, prevWriters)
+	mgr, mfAt := w.manager, w.at
 	var st changeState
 	switch {
 	case known && prev.uid == m.UID && prev.digest == digest:
@@ -103,7 +110,7 @@ func (t *changeTracker) observe(kind string, m *metav1.ObjectMeta, digest [32]by
 	default:
 		st = changeState{at: m.CreationTimestamp.UTC(), how: ChangedCreated}
 	}
-	st.uid, st.digest = m.UID, digest
+	st.uid, st.digest, st.writers = m.UID, digest, writers
 	t.m[key] = st
 	return st.at, st.by, st.how
 }
