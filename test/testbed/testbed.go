@@ -37,6 +37,12 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logger receives progress messages. Default: discarded.
 	Logger *slog.Logger
+	// Nodes is how many node agents (testbed-node-1, ...) run pods; default 1, negative for
+	// none (pods then stay Pending, unbound). See node.go.
+	Nodes int
+	// VolumeSyncDelay is how often the nodes re-project Secret and ConfigMap volumes
+	// (default 2s; the kubelet's is up to about a minute).
+	VolumeSyncDelay time.Duration
 }
 
 // Testbed is a running control plane. Its methods are safe for concurrent use.
@@ -52,7 +58,11 @@ type Testbed struct {
 	Client kubernetes.Interface
 	// StartDuration is how long Start took, from the first process to a usable cluster.
 	StartDuration time.Duration
+	// Nodes are the running node agents.
+	Nodes []*Node
 
+	binder   *Binder
+	nodeLogs []*os.File
 	lay      layout
 	ca       *authority
 	log      *slog.Logger
@@ -189,7 +199,7 @@ func (tb *Testbed) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	tb.log.Info("kube-controller-manager ready", "seconds", time.Since(step).Seconds())
-	return nil
+	return tb.startNodes(ctx, opts)
 }
 
 // writePKI mints the CA and every certificate and key the components and the admin use, and
@@ -354,6 +364,7 @@ func expectOK(ctx context.Context, c *http.Client, url string) error {
 func (tb *Testbed) Stop() error {
 	tb.stopOnce.Do(func() {
 		var errs []error
+		tb.stopNodes()
 		for i := len(tb.procs) - 1; i >= 0; i-- {
 			if err := tb.procs[i].stop(stopGrace); err != nil {
 				errs = append(errs, err)
@@ -379,6 +390,7 @@ func (tb *Testbed) DumpLogs(w io.Writer, n int) {
 	for _, p := range tb.procs {
 		fmt.Fprintf(w, "--- last %d lines of %s (%s) ---\n%s\n", n, p.name, p.logPath, p.tail(n))
 	}
+	tb.dumpNodeLogs(w, n)
 }
 
 // CAPEM returns the testbed CA certificate, which signs the API server's serving certificate

@@ -1,0 +1,697 @@
+package testbed
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/certdrift/certdrift/test/envoytest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// A container whose image names Envoy runs as a real Envoy process (see containers_envoy.go for
+// how it sees its volumes and addresses). Any other image runs nothing and is reported Running
+// and Ready, so that pods with helper containers still become Ready; its probes are ignored.
+//
+// A container that exits is restarted according to the pod's restartPolicy after a back-off of
+// 1s doubling to 10s (the kubelet's is 10s doubling to 5 minutes: tests need to be quicker),
+// with restartCount and lastState.terminated kept as the kubelet keeps them.
+
+const (
+	backoffStart = time.Second
+	backoffMax   = 10 * time.Second
+	probeTimeout = time.Second
+	// probeEvery caps periodSeconds: tests should not wait 10s for a readiness flip.
+	probeEvery = time.Second
+)
+
+type containerState int
+
+const (
+	stateWaiting containerState = iota
+	stateRunning
+	stateTerminated
+)
+
+type container struct {
+	w      *podWorker
+	spec   corev1.Container
+	init   bool // a native sidecar: reported among initContainerStatuses
+	policy corev1.RestartPolicy
+	envoy  bool
+	dir    string
+	env    map[string]string
+	log    *slog.Logger
+
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	grace    time.Duration // set before stopCh is closed
+
+	mu            sync.Mutex
+	state         containerState
+	waitReason    string
+	waitMessage   string
+	startedAt     time.Time
+	terminated    *corev1.ContainerStateTerminated
+	lastTerm      *corev1.ContainerStateTerminated
+	restarts      int32
+	ready         bool
+	containerID   string
+	version       string
+	adminAddr     string // host:port of the Envoy admin, once known
+	lastProbe     time.Time
+	probeOK       int32
+	probeFail     int32
+	renderSources map[string]string // path_config_source original → rendered copy
+}
+
+func newContainer(w *podWorker, pod *corev1.Pod, spec corev1.Container, init bool) *container {
+	c := &container{
+		w: w, spec: spec, init: init, policy: pod.Spec.RestartPolicy,
+		envoy:  isEnvoyImage(spec.Image),
+		dir:    filepath.Join(w.dir, "containers", spec.Name),
+		log:    w.log.With("container", spec.Name),
+		stopCh: make(chan struct{}),
+		done:   make(chan struct{}),
+		state:  stateWaiting, waitReason: "ContainerCreating",
+	}
+	if init {
+		c.policy = corev1.RestartPolicyAlways
+	}
+	c.env = containerEnv(pod, w, spec)
+	return c
+}
+
+func isEnvoyImage(image string) bool {
+	name := strings.ToLower(image)
+	if i := strings.LastIndex(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	return strings.Contains(name, "envoy") || strings.Contains(name, "istio/proxyv2")
+}
+
+var tagVersionRE = regexp.MustCompile(`v?([0-9]+\.[0-9]+\.[0-9]+)`)
+
+// envoyBinary picks the Envoy for an image: the version in its tag when that version is cached
+// (envoyproxy/envoy:v1.36.2), else the harness default.
+func envoyBinary(image string) (envoytest.Binary, error) {
+	if i := strings.LastIndex(image, ":"); i >= 0 && !strings.Contains(image[i:], "/") {
+		if m := tagVersionRE.FindStringSubmatch(image[i+1:]); m != nil {
+			if b, err := envoytest.CachedBinary(m[1]); err == nil {
+				return b, nil
+			}
+		}
+	}
+	return envoytest.LocateBinary()
+}
+
+// containerEnv resolves env entries with a literal value or a pod fieldRef; other sources
+// (Secret/ConfigMap keys, resources) are left out. HOSTNAME is the pod name, as in a pod.
+func containerEnv(pod *corev1.Pod, w *podWorker, spec corev1.Container) map[string]string {
+	env := map[string]string{"HOSTNAME": pod.Name}
+	for _, e := range spec.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = expandVars(e.Value, env)
+		case e.ValueFrom.FieldRef != nil:
+			if v, ok := podField(pod, w, e.ValueFrom.FieldRef.FieldPath); ok {
+				env[e.Name] = v
+			}
+		}
+	}
+	return env
+}
+
+func (c *container) start() { go c.supervise() }
+
+// stop terminates the container: SIGTERM, SIGKILL after grace. It waits for the supervisor.
+func (c *container) stop(grace time.Duration) {
+	c.stopOnce.Do(func() {
+		c.grace = grace
+		close(c.stopCh)
+	})
+	<-c.done
+}
+
+func (c *container) stopping() bool {
+	select {
+	case <-c.stopCh:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *container) supervise() {
+	defer close(c.done)
+	backoff := backoffStart
+	for attempt := 0; ; attempt++ {
+		exitCode, reason, message, err := c.runOnce(attempt)
+		if c.stopping() {
+			return
+		}
+		if err != nil {
+			// Could not even start (bad arguments, unreadable config): the kubelet reports
+			// CreateContainerConfigError and retries without counting a restart.
+			c.setWaiting("CreateContainerConfigError", err.Error())
+			c.log.Warn("cannot start container", "err", err)
+			attempt--
+		} else {
+			c.log.Info("container exited", "exit_code", exitCode, "reason", reason)
+			if !c.shouldRestart(exitCode) {
+				return
+			}
+			c.mu.Lock()
+			c.state, c.waitReason = stateWaiting, "CrashLoopBackOff"
+			c.waitMessage = fmt.Sprintf("back-off %s restarting failed container %s (%s)", backoff, c.spec.Name, message)
+			c.mu.Unlock()
+		}
+		select {
+		case <-c.stopCh:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+func (c *container) shouldRestart(exitCode int32) bool {
+	switch c.policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	default:
+		return true
+	}
+}
+
+func (c *container) setWaiting(reason, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state, c.waitReason, c.waitMessage = stateWaiting, reason, msg
+}
+
+// runOnce runs one instance of the container until it exits or is stopped. err is set when it
+// could not be started at all.
+func (c *container) runOnce(attempt int) (exitCode int32, reason, message string, err error) {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return 0, "", "", fmt.Errorf("create container directory: %w", err)
+	}
+	if !c.envoy {
+		c.markRunning(attempt, "testbed://"+string(c.w.uid)+"/"+c.spec.Name, "")
+		<-c.stopCh
+		c.markTerminated(0, "Completed", "")
+		return 0, "Completed", "", nil
+	}
+	bin, err := envoyBinary(c.spec.Image)
+	if err != nil {
+		return 0, "", "", err
+	}
+	argv, err := c.prepareEnvoy()
+	if err != nil {
+		return 0, "", "", err
+	}
+	console, err := os.OpenFile(filepath.Join(c.dir, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, "", "", fmt.Errorf("open console log: %w", err)
+	}
+	defer console.Close()
+	cmd := exec.Command(bin.Path, argv...)
+	cmd.Dir = c.dir
+	cmd.Stdout, cmd.Stderr = console, console
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	for k, v := range c.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = childAttrs()
+	if err := cmd.Start(); err != nil {
+		return 0, "", "", fmt.Errorf("start %s: %w", bin.Path, err)
+	}
+	c.version = bin.Version
+	c.markRunning(attempt, fmt.Sprintf("testbed://%d", cmd.Process.Pid), bin.Version)
+	c.log.Info("envoy started", "pid", cmd.Process.Pid, "version", bin.Version)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+	select {
+	case waitErr = <-exited:
+	case <-c.stopCh:
+		waitErr = terminate(cmd, exited, c.grace)
+	}
+	exitCode, reason = exitStatus(waitErr)
+	c.markTerminated(exitCode, reason, "")
+	return exitCode, reason, fmt.Sprintf("exit code %d", exitCode), nil
+}
+
+// terminate sends SIGTERM to the process group, then SIGKILL after grace.
+func terminate(cmd *exec.Cmd, exited chan error, grace time.Duration) error {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		return err
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	return <-exited
+}
+
+func exitStatus(err error) (int32, string) {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, "Completed"
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int32(ws.Signal()), "Error"
+		}
+		return int32(ee.ExitCode()), "Error"
+	default:
+		return 1, "Error"
+	}
+}
+
+func (c *container) markRunning(attempt int, id, version string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if attempt > 0 {
+		c.restarts++
+		c.lastTerm = c.terminated
+	}
+	c.state, c.startedAt, c.terminated = stateRunning, time.Now(), nil
+	c.containerID, c.version = id, version
+	c.ready, c.probeOK, c.probeFail, c.lastProbe = false, 0, 0, time.Time{}
+	c.waitReason, c.waitMessage = "", ""
+	if !c.envoy {
+		c.ready = true
+	}
+}
+
+func (c *container) markTerminated(code int32, reason, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.state, c.ready = stateTerminated, false
+	c.terminated = &corev1.ContainerStateTerminated{
+		ExitCode: code, Reason: reason, Message: msg,
+		StartedAt: metav1.NewTime(c.startedAt), FinishedAt: metav1.Now(), ContainerID: c.containerID,
+	}
+}
+
+// prepareEnvoy materialises subPath mounts, renders the bootstrap and the files it names, and
+// returns Envoy's arguments.
+func (c *container) prepareEnvoy() ([]string, error) {
+	mounts, err := c.mounts()
+	if err != nil {
+		return nil, err
+	}
+	argv, err := envoyArgs(c.spec.Command, c.spec.Args)
+	if err != nil {
+		return nil, err
+	}
+	for i := range argv {
+		argv[i] = expandVars(argv[i], c.env)
+	}
+	parsed, err := parseEnvoyArgs(argv, mounts)
+	if err != nil {
+		return nil, err
+	}
+	net := podNet{podIP: c.w.podIP, localIP: c.w.localIP}
+	var out []string
+	var sources []string
+	if parsed.configPath != "" {
+		rendered, srcs, err := c.renderFile(parsed.configPath, "bootstrap", mounts, net)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, "-c", rendered)
+		sources = append(sources, srcs...)
+	}
+	if parsed.configYAML != "" {
+		js, srcs, err := renderConfig([]byte(parsed.configYAML), mounts, net)
+		if err != nil {
+			return nil, fmt.Errorf("--config-yaml: %w", err)
+		}
+		out = append(out, "--config-yaml", string(js))
+		sources = append(sources, srcs...)
+	}
+	// Second level: files named by path_config_source get rewritten copies, and the rendered
+	// bootstrap points at those copies.
+	c.mu.Lock()
+	c.renderSources = map[string]string{}
+	c.mu.Unlock()
+	for i, src := range sources {
+		if _, ok := c.renderSources[src]; ok {
+			continue
+		}
+		if !c.underVolumes(src) {
+			continue // a file outside the pod's volumes: Envoy reads it as is
+		}
+		dst := filepath.Join(c.dir, "rendered", fmt.Sprintf("source-%d%s", i, filepath.Ext(src)))
+		if err := c.renderSource(src, dst, mounts, net); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.renderSources[src] = dst
+		c.mu.Unlock()
+	}
+	if len(c.renderSources) > 0 && parsed.configPath != "" {
+		if err := c.pointAtRenderedSources(out[1]); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	c.adminAddr = ""
+	c.mu.Unlock()
+	adminPath := filepath.Join(c.dir, "admin-address")
+	_ = os.Remove(adminPath)
+	out = append(out, parsed.rest...)
+	out = append(out,
+		"--disable-hot-restart", // no shared memory, so any number of Envoys run side by side
+		"--concurrency", "1", // two shared cores: one worker per Envoy
+		"--log-path", filepath.Join(c.dir, "envoy.log"),
+		"--file-flush-interval-msec", "100",
+		"--admin-address-path", adminPath,
+	)
+	return out, nil
+}
+
+func (c *container) underVolumes(p string) bool {
+	rel, err := filepath.Rel(c.w.dir, p)
+	return err == nil && !strings.HasPrefix(rel, "..")
+}
+
+// renderFile reads a config file on the node and writes its rewritten JSON into the container's
+// rendered directory. .pb and .pb_text bootstraps are passed through unrewritten.
+func (c *container) renderFile(path, name string, mounts mountTable, net podNet) (string, []string, error) {
+	ext := filepath.Ext(path)
+	if ext == ".pb" || ext == ".pb_text" {
+		c.log.Warn("binary/text proto config is not rewritten", "path", path)
+		return path, nil, nil
+	}
+	data, err := readLimited(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("read Envoy config: %w", err)
+	}
+	js, sources, err := renderConfig(data, mounts, net)
+	if err != nil {
+		return "", nil, fmt.Errorf("Envoy config %s: %w", path, err)
+	}
+	dst := filepath.Join(c.dir, "rendered", name+".json")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", nil, err
+	}
+	// 0600: a config may hold inline private keys.
+	if err := os.WriteFile(dst, js, 0o600); err != nil {
+		return "", nil, fmt.Errorf("write rendered config %s: %w", dst, err)
+	}
+	return dst, sources, nil
+}
+
+// renderSource writes the rewritten copy of a path_config_source file in place (see the
+// package comment in containers_envoy.go on why not by rename).
+func (c *container) renderSource(src, dst string, mounts mountTable, net podNet) error {
+	data, err := readLimited(src)
+	if err != nil {
+		return fmt.Errorf("read config source: %w", err)
+	}
+	js, _, err := renderConfig(data, mounts, net)
+	if err != nil {
+		return fmt.Errorf("config source %s: %w", src, err)
+	}
+	if old, err := os.ReadFile(dst); err == nil && string(old) == string(js) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, js, 0o600)
+}
+
+// pointAtRenderedSources replaces, in the rendered bootstrap, each path_config_source path by
+// its rendered copy.
+func (c *container) pointAtRenderedSources(bootstrap string) error {
+	data, err := os.ReadFile(bootstrap)
+	if err != nil {
+		return err
+	}
+	var copies mountTable
+	for src, dst := range c.renderSources {
+		copies = append(copies, mount{path: src, host: dst})
+	}
+	js, _, err := renderConfig(data, newMountTable(copies), podNet{podIP: c.w.podIP, localIP: c.w.localIP})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(bootstrap, js, 0o600)
+}
+
+// volumesSynced refreshes the rendered path_config_source copies after a volume sync.
+func (c *container) volumesSynced() {
+	c.mu.Lock()
+	sources := make(map[string]string, len(c.renderSources))
+	for k, v := range c.renderSources {
+		sources[k] = v
+	}
+	c.mu.Unlock()
+	if len(sources) == 0 {
+		return
+	}
+	mounts, err := c.volumeMounts()
+	if err != nil {
+		return
+	}
+	for src, dst := range sources {
+		if err := c.renderSource(src, dst, mounts, podNet{podIP: c.w.podIP, localIP: c.w.localIP}); err != nil {
+			c.log.Warn("refresh rendered config source", "path", src, "err", err)
+		}
+	}
+}
+
+// mounts copies subPath mounts (at every container start, as the kubelet binds them anew) and
+// returns the container's mount table.
+func (c *container) mounts() (mountTable, error) {
+	var ms []mount
+	for i, vm := range c.spec.VolumeMounts {
+		host := c.w.volumeDir(vm.Name)
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expandVars(vm.SubPathExpr, c.env)
+		}
+		if sub != "" {
+			dst := filepath.Join(c.dir, "subpaths", strconv.Itoa(i))
+			if err := copySubPath(host, sub, dst); err != nil {
+				return nil, fmt.Errorf("volumeMount %s (volume %q): %w", vm.MountPath, vm.Name, err)
+			}
+			host = dst
+		}
+		ms = append(ms, mount{path: vm.MountPath, host: host})
+	}
+	return newMountTable(ms), nil
+}
+
+// volumeMounts is mounts without copying subPaths again: the table for refreshing.
+func (c *container) volumeMounts() (mountTable, error) {
+	var ms []mount
+	for i, vm := range c.spec.VolumeMounts {
+		host := c.w.volumeDir(vm.Name)
+		if vm.SubPath != "" || vm.SubPathExpr != "" {
+			host = filepath.Join(c.dir, "subpaths", strconv.Itoa(i))
+		}
+		ms = append(ms, mount{path: vm.MountPath, host: host})
+	}
+	return newMountTable(ms), nil
+}
+
+// probe runs the readiness check when due: the readinessProbe if it is httpGet or tcpSocket
+// (against the pod IP, as the kubelet probes), else Envoy's admin /ready, else "running".
+func (c *container) probe() {
+	c.mu.Lock()
+	if c.state != stateRunning || !c.envoy || time.Since(c.lastProbe) < probeEvery {
+		c.mu.Unlock()
+		return
+	}
+	rp := c.spec.ReadinessProbe
+	if rp != nil && time.Since(c.startedAt) < time.Duration(rp.InitialDelaySeconds)*time.Second {
+		c.mu.Unlock()
+		return
+	}
+	c.lastProbe = time.Now()
+	admin := c.adminAddr
+	c.mu.Unlock()
+
+	var err error
+	switch {
+	case rp != nil && rp.HTTPGet != nil:
+		err = c.probeHTTP(rp.HTTPGet)
+	case rp != nil && rp.TCPSocket != nil:
+		err = c.probeTCP(rp.TCPSocket)
+	default:
+		if admin == "" {
+			admin = c.readAdminAddress()
+		}
+		if admin != "" {
+			err = httpOK("http://" + admin + "/ready")
+		}
+	}
+	success, failure := int32(1), int32(3)
+	if rp != nil {
+		success, failure = max(rp.SuccessThreshold, 1), max(rp.FailureThreshold, 1)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.probeOK++
+		c.probeFail = 0
+		if c.probeOK >= success {
+			c.ready = true
+		}
+	} else {
+		c.probeFail++
+		c.probeOK = 0
+		if c.probeFail >= failure || !c.ready {
+			c.ready = false
+		}
+	}
+}
+
+// readAdminAddress reads --admin-address-path, which Envoy writes once its admin listens.
+func (c *container) readAdminAddress() string {
+	data, err := os.ReadFile(filepath.Join(c.dir, "admin-address"))
+	if err != nil {
+		return ""
+	}
+	addr := strings.TrimSpace(string(data))
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return ""
+	}
+	c.mu.Lock()
+	c.adminAddr = addr
+	c.mu.Unlock()
+	return addr
+}
+
+func (c *container) probeHost(host string) string {
+	if host == "" {
+		return c.w.podIP.String()
+	}
+	return podNet{podIP: c.w.podIP, localIP: c.w.localIP}.rewriteAddress(host)
+}
+
+func (c *container) probePort(p intstr.IntOrString) (int, error) {
+	if p.Type == intstr.Int {
+		return int(p.IntVal), nil
+	}
+	for _, cp := range c.spec.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	return 0, fmt.Errorf("no container port named %q", p.StrVal)
+}
+
+func (c *container) probeHTTP(g *corev1.HTTPGetAction) error {
+	port, err := c.probePort(g.Port)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if g.Scheme == corev1.URISchemeHTTPS {
+		scheme = "https"
+	}
+	path := g.Path
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	return httpOK(scheme + "://" + net.JoinHostPort(c.probeHost(g.Host), strconv.Itoa(port)) + path)
+}
+
+func (c *container) probeTCP(t *corev1.TCPSocketAction) error {
+	port, err := c.probePort(t.Port)
+	if err != nil {
+		return err
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(c.probeHost(t.Host), strconv.Itoa(port)), probeTimeout)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// probeClient skips certificate verification, as the kubelet's HTTPS probes do.
+var probeClient = &http.Client{
+	Timeout: probeTimeout,
+	Transport: &http.Transport{
+		TLSClientConfig:   insecureProbeTLS(),
+		DisableKeepAlives: true,
+	},
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
+
+func httpOK(url string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	// The kubelet counts 200-399 as success.
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+	}
+	return nil
+}
+
+// status renders the container's status for the pod status.
+func (c *container) status() corev1.ContainerStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := corev1.ContainerStatus{
+		Name: c.spec.Name, Image: c.spec.Image, ImageID: imageID(c.spec.Image),
+		ContainerID: c.containerID, RestartCount: c.restarts, Ready: c.ready,
+		Started: ptr.To(c.state == stateRunning),
+	}
+	switch c.state {
+	case stateRunning:
+		s.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(c.startedAt)}
+	case stateTerminated:
+		s.State.Terminated = c.terminated.DeepCopy()
+	default:
+		s.State.Waiting = &corev1.ContainerStateWaiting{Reason: c.waitReason, Message: c.waitMessage}
+	}
+	if c.lastTerm != nil {
+		s.LastTerminationState.Terminated = c.lastTerm.DeepCopy()
+	}
+	if c.state != stateRunning && c.containerID == "" {
+		s.ContainerID = ""
+	}
+	return s
+}
+
+// imageID is a stable stand-in for the image digest the runtime would report.
+func imageID(image string) string { return "testbed://" + image }
+
+func insecureProbeTLS() *tls.Config {
+	return &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the kubelet's HTTPS probes do not verify
+}
