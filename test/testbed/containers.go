@@ -99,12 +99,19 @@ func newContainer(w *podWorker, pod *corev1.Pod, spec corev1.Container, init boo
 	return c
 }
 
+// isEnvoyImage looks at the image's repository name, not its registry or owner, so that
+// envoyproxy/gateway and envoyproxy/ratelimit (not Envoy) are told apart from envoyproxy/envoy,
+// envoyproxy/envoy-distroless and Istio's proxyv2.
 func isEnvoyImage(image string) bool {
 	name := strings.ToLower(image)
-	if i := strings.LastIndex(name, "@"); i >= 0 {
+	if i := strings.Index(name, "@"); i >= 0 {
 		name = name[:i]
 	}
-	return strings.Contains(name, "envoy") || strings.Contains(name, "istio/proxyv2")
+	name = name[strings.LastIndex(name, "/")+1:]
+	if i := strings.Index(name, ":"); i >= 0 {
+		name = name[:i]
+	}
+	return strings.Contains(name, "envoy") || name == "proxyv2"
 }
 
 var tagVersionRE = regexp.MustCompile(`v?([0-9]+\.[0-9]+\.[0-9]+)`)
@@ -384,7 +391,7 @@ func (c *container) prepareEnvoy() ([]string, error) {
 	out = append(out, parsed.rest...)
 	out = append(out,
 		"--disable-hot-restart", // no shared memory, so any number of Envoys run side by side
-		"--concurrency", "1", // two shared cores: one worker per Envoy
+		"--concurrency", "1",    // two shared cores: one worker per Envoy
 		"--log-path", filepath.Join(c.dir, "envoy.log"),
 		"--file-flush-interval-msec", "100",
 		"--admin-address-path", adminPath,
