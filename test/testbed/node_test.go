@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net/http"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport/spdy"
 	"k8s.io/utils/ptr"
 )
 
@@ -96,6 +98,33 @@ func TestNodeAgent(t *testing.T) {
 		resp, _ := io.ReadAll(io.LimitReader(conn, 4096))
 		if !bytes.Contains(resp, []byte("LIVE")) {
 			t.Errorf("GET /ready through DialPod: %q, want LIVE", resp)
+		}
+	})
+
+	t.Run("PortForwardAndLogsThroughAPIServer", func(t *testing.T) {
+		p := sdsPods[0]
+		_, port, _ := net.SplitHostPort(adminAddress(t, tb, p))
+		rt, upgrader, err := spdy.RoundTripperFor(tb.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := c.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(p.Name).SubResource("portforward").URL()
+		local, _, err := startForward(t, spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u), ":"+port)
+		if err != nil {
+			t.Fatalf("port-forward to the localhost-only admin port %s: %v", port, err)
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/ready", local[0]))
+		if err != nil {
+			t.Fatalf("GET /ready through the port-forward: %v", err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("LIVE")) {
+			t.Errorf("GET /ready through the port-forward: %d %q", resp.StatusCode, body)
+		}
+		logs, err := c.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: "envoy"}).DoRaw(ctx)
+		if err != nil || !bytes.Contains(logs, []byte("initializing epoch 0")) {
+			t.Errorf("logs through the API server: err %v, %d bytes without Envoy's first line", err, len(logs))
 		}
 	})
 
