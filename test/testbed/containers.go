@@ -526,6 +526,10 @@ func (c *container) volumeMounts() (mountTable, error) {
 	return newMountTable(ms), nil
 }
 
+// adminGrace is how long a started Envoy may take to write its admin address before a
+// bootstrap without admin is assumed and "running" counts as ready.
+const adminGrace = 10 * time.Second
+
 // probe runs the readiness check when due: the readinessProbe if it is httpGet or tcpSocket
 // (against the pod IP, as the kubelet probes), else Envoy's admin /ready, else "running".
 func (c *container) probe() {
@@ -553,9 +557,16 @@ func (c *container) probe() {
 		if admin == "" {
 			admin = c.readAdminAddress()
 		}
-		if admin != "" {
+		switch {
+		case admin != "":
 			err = httpOK("http://" + admin + "/ready")
+		case time.Since(c.startedAt) < adminGrace:
+			// Envoy writes its admin address only once the admin listener is up; until then it
+			// is starting, not ready (a pod reported Ready here refused connections in tests).
+			err = errors.New("envoy admin address not written yet")
 		}
+		// An Envoy without an admin section never writes the address: after adminGrace the
+		// process being alive is all there is to go by.
 	}
 	success, failure := int32(1), int32(3)
 	if rp != nil {

@@ -21,10 +21,10 @@ import (
 
 // TestControlPlane starts the real control plane and checks the behaviour the later node agent
 // and certdrift's Kubernetes mode build on: versions, authentication and RBAC, and the
-// Deployment → ReplicaSet → Pod, disruption and namespace controllers. Pods stay Pending: there
-// is no node yet.
+// Deployment → ReplicaSet → Pod, disruption and namespace controllers. It runs without nodes
+// (Nodes: -1), so pods stay Pending and unbound: the controllers alone are under test here.
 func TestControlPlane(t *testing.T) {
-	tb := StartT(t, Options{})
+	tb := StartT(t, Options{Nodes: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
