@@ -1,0 +1,328 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// DiscoveryOptions configure a Discovery. The zero value watches Running pods cluster-wide and
+// finds Envoys of every preset. Namespaces, ExcludeNamespaces, PageSize, QPS, Burst, Logger and
+// Now mean what they mean in Options.
+type DiscoveryOptions struct {
+	Namespaces        []string
+	ExcludeNamespaces []string
+	// Selectors are label selectors applied by the API server, one watch each; a pod matching
+	// any of them is considered. Empty: every Running pod.
+	Selectors []string
+	// Presets enabled, default AllPresets.
+	Presets []Preset
+
+	PageSize int64
+	QPS      float32
+	Burst    int
+	// OnChange is called after an Envoy target is added, updated or deleted, on the informer's
+	// goroutine: quick and non-blocking.
+	OnChange func(op ChangeOp, namespace, pod string)
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+func (o DiscoveryOptions) validate() error {
+	var errs []error
+	for _, ns := range append(append([]string(nil), o.Namespaces...), o.ExcludeNamespaces...) {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("namespace %q: %s", ns, strings.Join(msgs, "; ")))
+		}
+	}
+	if len(o.Namespaces) > 0 && len(o.ExcludeNamespaces) > 0 {
+		errs = append(errs, errors.New("namespaces and excluded namespaces are exclusive"))
+	}
+	for _, sel := range o.Selectors {
+		if _, err := labels.Parse(sel); err != nil || strings.TrimSpace(sel) == "" {
+			errs = append(errs, fmt.Errorf("pod selector %q: not a label selector (%v)", sel, err))
+		}
+	}
+	for _, p := range o.Presets {
+		if _, ok := presetDefaults[p]; !ok {
+			errs = append(errs, fmt.Errorf("preset %q: want one of %v", p, AllPresets))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o DiscoveryOptions) withDefaults() DiscoveryOptions {
+	if len(o.Presets) == 0 {
+		o.Presets = AllPresets
+	}
+	if len(o.Selectors) == 0 {
+		o.Selectors = []string{""}
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = defaultPageSize
+	}
+	if o.QPS <= 0 {
+		o.QPS = defaultQPS
+	}
+	if o.Burst <= 0 {
+		o.Burst = defaultBurst
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Discovery keeps the EnvoyTargets among the pods it watches. Build it with NewDiscovery, start
+// it with Run, wait with WaitSynced, read it with Targets.
+type Discovery struct {
+	opts    DiscoveryOptions
+	enabled map[Preset]bool
+	client  kubernetes.Interface
+	log     *slog.Logger
+	sources []*source
+	owners  *ownerCache
+	started atomic.Bool
+}
+
+// podEntry is what the store holds for one pod: its key and, for an Envoy, its target (shared,
+// immutable). Pods that are not Envoys cost only their metadata.
+type podEntry struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	Target *EnvoyTarget
+}
+
+// DeepCopyObject copies the metadata; the target is immutable and shared.
+func (e *podEntry) DeepCopyObject() runtime.Object {
+	c := *e
+	e.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	return &c
+}
+
+// NewDiscovery builds a Discovery reading through cfg (copied). Nothing is requested before Run.
+func NewDiscovery(cfg *rest.Config, opts DiscoveryOptions) (*Discovery, error) {
+	if cfg == nil {
+		return nil, errors.New("envoy discovery: no client configuration")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("envoy discovery options: %w", err)
+	}
+	opts = opts.withDefaults()
+	c := rest.CopyConfig(cfg)
+	c.ContentType = protobufContentType
+	c.AcceptContentTypes = protobufContentType + ",application/json"
+	c.QPS, c.Burst = opts.QPS, opts.Burst
+	if c.UserAgent == "" {
+		c.UserAgent = "certdrift-discovery"
+	}
+	client, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("envoy discovery: build client for %s: %w", cfg.Host, err)
+	}
+	d := &Discovery{opts: opts, enabled: map[Preset]bool{}, client: client, log: opts.Logger}
+	for _, p := range opts.Presets {
+		d.enabled[p] = true
+	}
+	d.owners = newOwnerCache(client)
+	scopes := opts.Namespaces
+	if len(scopes) == 0 {
+		scopes = []string{metav1.NamespaceAll}
+	}
+	// Only Running pods: one that stops running is deleted from the store by the watch, since
+	// it no longer matches the field selector.
+	sel := []fields.Selector{fields.OneTermEqualSelector("status.phase", string(corev1.PodRunning))}
+	for _, ns := range opts.ExcludeNamespaces {
+		sel = append(sel, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+	}
+	fieldSel := fields.AndSelectors(sel...).String()
+	for _, ns := range scopes {
+		for _, ls := range opts.Selectors {
+			d.addPodSource(ns, fieldSel, ls)
+		}
+	}
+	return d, nil
+}
+
+func (d *Discovery) addPodSource(ns, fieldSel, labelSel string) {
+	api := d.client.CoreV1().Pods(ns)
+	lw := &pagedLW{resource: "pods", namespace: ns, fields: fieldSel, labels: labelSel, pageSize: d.opts.PageSize,
+		listPage: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, metav1.ListMeta, error) {
+			l, err := api.List(ctx, o)
+			if err != nil {
+				return nil, metav1.ListMeta{}, err
+			}
+			items := make([]runtime.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
+			}
+			return items, l.ListMeta, nil
+		},
+		watchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
+		transform: d.transformPod,
+	}
+	s := &source{kind: "Pod", namespace: ns, desc: describe("pods", ns, fieldSel, labelSel)}
+	lw.report = func(verb string, err error) {
+		s.report(verb, err, d.opts.Now())
+		if err != nil {
+			d.log.Warn("envoy discovery request failed", "source", s.desc, "verb", verb, "error", err.Error())
+		}
+	}
+	s.informer = cache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: s.desc})
+	_ = s.informer.SetTransform(d.transformPod)
+	_ = s.informer.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) {})
+	if d.opts.OnChange != nil {
+		notify := func(op ChangeOp, obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if e, ok := obj.(*podEntry); ok && e.Target != nil {
+				d.opts.OnChange(op, e.Namespace, e.Name)
+			}
+		}
+		_, _ = s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { notify(Added, obj) },
+			UpdateFunc: func(oldObj, newObj any) {
+				if !sameVersion(oldObj, newObj) {
+					notify(Updated, newObj)
+				}
+			},
+			DeleteFunc: func(obj any) { notify(Deleted, obj) },
+		})
+	}
+	d.sources = append(d.sources, s)
+}
+
+// transformPod replaces a pod with a podEntry; idempotent (entries pass through).
+func (d *Discovery) transformPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	e := &podEntry{ObjectMeta: entryMeta(&p.ObjectMeta)}
+	if p.Status.Phase == corev1.PodRunning {
+		e.Target = targetFor(p, d.enabled)
+	}
+	return e, nil
+}
+
+// Run starts every informer and blocks until ctx ends. It may be called once.
+func (d *Discovery) Run(ctx context.Context) error {
+	if !d.started.CompareAndSwap(false, true) {
+		return errors.New("envoy discovery: Run called twice")
+	}
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(d.log.Handler()))
+	var wg sync.WaitGroup
+	for _, s := range d.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.informer.RunWithContext(ctx)
+		}()
+	}
+	d.log.Info("envoy discovery started", "sources", len(d.sources))
+	wg.Wait()
+	return nil
+}
+
+// WaitSynced is Inventory.WaitSynced for pods: nil once every informer has listed, the
+// AccessError when RBAC refuses one, or an error naming the unsynced sources when ctx ends.
+func (d *Discovery) WaitSynced(ctx context.Context) error {
+	return waitSources(ctx, "envoy discovery", d.sources)
+}
+
+func waitSources(ctx context.Context, what string, sources []*source) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		synced := true
+		var denied []error
+		for _, s := range sources {
+			if s.informer.HasSynced() {
+				continue
+			}
+			synced = false
+			if err, _ := s.err(); err != nil && isAccessError(err) {
+				denied = append(denied, err)
+			}
+		}
+		if synced {
+			return nil
+		}
+		if len(denied) > 0 {
+			return errors.Join(denied...)
+		}
+		select {
+		case <-ctx.Done():
+			var msgs []string
+			for _, s := range sources {
+				if !s.informer.HasSynced() {
+					m := s.desc
+					if err, _ := s.err(); err != nil {
+						m += ": " + err.Error()
+					}
+					msgs = append(msgs, m)
+				}
+			}
+			return fmt.Errorf("%s not synced (%w): %s", what, ctx.Err(), strings.Join(msgs, "; "))
+		case <-t.C:
+		}
+	}
+}
+
+// DiscoverySnapshot is the Envoy targets at one moment.
+type DiscoverySnapshot struct {
+	At      time.Time
+	Synced  bool
+	Targets []EnvoyTarget // sorted by namespace/pod, owners resolved
+	Errors  []SourceError // informer failures and owner lookups that failed
+}
+
+// Targets returns the current Envoy targets with their owners resolved (ReplicaSets are read
+// once and cached; ctx bounds those reads).
+func (d *Discovery) Targets(ctx context.Context) DiscoverySnapshot {
+	snap := DiscoverySnapshot{At: d.opts.Now(), Synced: true}
+	seen := map[string]bool{}
+	for _, s := range d.sources {
+		if !s.informer.HasSynced() {
+			snap.Synced = false
+		}
+		if err, at := s.err(); err != nil {
+			snap.Errors = append(snap.Errors, SourceError{Source: s.desc, At: at, Err: err})
+		}
+		for _, obj := range s.informer.GetStore().List() {
+			e, ok := obj.(*podEntry)
+			// Overlapping selectors list a pod more than once.
+			if !ok || e.Target == nil || seen[string(e.UID)] {
+				continue
+			}
+			seen[string(e.UID)] = true
+			snap.Targets = append(snap.Targets, *e.Target)
+		}
+	}
+	sort.Slice(snap.Targets, func(i, j int) bool { return snap.Targets[i].Key() < snap.Targets[j].Key() })
+	snap.Errors = append(snap.Errors, d.owners.resolve(ctx, snap.Targets, d.opts.Now)...)
+	return snap
+}
