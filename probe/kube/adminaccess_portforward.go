@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
 )
 
 // pfSession is one port-forward connection to a pod through the API server. Every TCP
@@ -48,7 +49,7 @@ type PortForwardAccessError struct {
 func (e *PortForwardAccessError) Error() string {
 	return fmt.Sprintf("cannot create pods/portforward for pod %q in namespace %q: forbidden; "+
 		"port-forward admin access needs a Role in namespace %q granting create on pods/portforward "+
-		"(and get, for API servers before 1.35), or use --admin-access=direct: %v",
+		"(SPDY; add get for the WebSocket transport), or use direct admin access: %v",
 		e.Pod, e.Namespace, e.Namespace, e.Err)
 }
 
@@ -253,7 +254,12 @@ func (d *AdminDialer) dialSession(ctx context.Context, ns, pod string) (httpstre
 	var fellBack atomic.Bool
 	dialer := portforward.NewFallbackDialer(tunnel, spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u),
 		func(err error) bool {
-			if httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err) {
+			// client-go v0.37's WebSocket round tripper returns k8s.io/streaming's
+			// UpgradeFailureError, which apimachinery's IsUpgradeFailure (what
+			// NewFallbackDialer's callers were told to use) does not recognise: check both,
+			// or a refused WebSocket upgrade (403 for want of get) never falls back to SPDY.
+			if streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err) ||
+				httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err) {
 				fellBack.Store(true)
 				return true
 			}
