@@ -1,0 +1,226 @@
+package kube
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestMatchPreset(t *testing.T) {
+	all := map[Preset]bool{}
+	for _, p := range AllPresets {
+		all[p] = true
+	}
+	pod := func(labels, annotations map[string]string, containers ...corev1.Container) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations}, Spec: corev1.PodSpec{Containers: containers}}
+	}
+	c := func(name, image string) corev1.Container { return corev1.Container{Name: name, Image: image} }
+	type want struct {
+		Preset    Preset
+		Container string
+		OK        bool
+	}
+	cases := map[string]struct {
+		reason  string
+		pod     *corev1.Pod
+		enabled map[Preset]bool
+		want    want
+	}{
+		"IstioSidecar": {
+			reason: "an injected istio-proxy makes an app pod an Istio Envoy",
+			pod:    pod(nil, nil, c("app", "nginx"), c("istio-proxy", "docker.io/istio/proxyv2:1.27.0")),
+			want:   want{PresetIstio, "istio-proxy", true},
+		},
+		"IstioNativeSidecar": {
+			reason: "istio-proxy as an init container with restartPolicy Always (native sidecar)",
+			pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c("app", "nginx")},
+				InitContainers: []corev1.Container{{Name: "istio-proxy", Image: "istio/proxyv2", RestartPolicy: ptr(corev1.ContainerRestartPolicyAlways)}}}},
+			want: want{PresetIstio, "istio-proxy", true},
+		},
+		"IstioInitContainerThatEnds": {
+			reason: "istio-init is an ordinary init container, not an Envoy",
+			pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c("app", "nginx")},
+				InitContainers: []corev1.Container{c("istio-proxy", "istio/proxyv2")}}},
+			want: want{},
+		},
+		"IstioGatewayLabel": {
+			reason: "istio=ingressgateway with a differently named container",
+			pod:    pod(map[string]string{"istio": "ingressgateway"}, nil, c("proxy", "istio/proxyv2:1.20")),
+			want:   want{PresetIstio, "proxy", true},
+		},
+		"EnvoyGateway": {
+			reason: "Envoy Gateway labels win over the Envoy image",
+			pod:    pod(map[string]string{"app.kubernetes.io/managed-by": "envoy-gateway"}, nil, c("envoy", "envoyproxy/envoy:distroless-v1.35.0"), c("shutdown-manager", "envoyproxy/gateway:v1.5.0")),
+			want:   want{PresetEnvoyGateway, "envoy", true},
+		},
+		"EnvoyGatewayOwningLabel": {
+			pod:  pod(map[string]string{"gateway.envoyproxy.io/owning-gateway-name": "eg"}, nil, c("envoy", "envoyproxy/envoy")),
+			want: want{PresetEnvoyGateway, "envoy", true},
+		},
+		"PlainEnvoyByImage": {
+			pod:  pod(nil, nil, c("sidecar", "busybox"), c("proxy", "registry.local/mirror/envoy@sha256:abc")),
+			want: want{PresetEnvoy, "proxy", true},
+		},
+		"EnvoyGatewayControllerIsNotAnEnvoy": {
+			reason: "envoyproxy/gateway and envoyproxy/ratelimit are not proxies",
+			pod:    pod(nil, nil, c("gateway", "envoyproxy/gateway:v1.5.0"), c("ratelimit", "envoyproxy/ratelimit:master")),
+			want:   want{},
+		},
+		"AnnotatedOnly": {
+			pod:  pod(nil, map[string]string{AnnotationAdminPort: "9000"}, c("proxy", "example/edge:1")),
+			want: want{PresetAnnotated, "proxy", true},
+		},
+		"ForcedNone": {
+			pod:  pod(nil, map[string]string{AnnotationPreset: "none"}, c("envoy", "envoyproxy/envoy")),
+			want: want{},
+		},
+		"ForcedPreset": {
+			pod:  pod(nil, map[string]string{AnnotationPreset: "istio"}, c("edge", "example/edge:1")),
+			want: want{PresetIstio, "edge", true},
+		},
+		"PresetDisabled": {
+			pod:     pod(map[string]string{"istio": "ingressgateway"}, nil, c("istio-proxy", "istio/proxyv2")),
+			enabled: map[Preset]bool{PresetEnvoy: true},
+			want:    want{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			enabled := tc.enabled
+			if enabled == nil {
+				enabled = all
+			}
+			var got want
+			got.Preset, got.Container, got.OK = matchPreset(tc.pod, enabled)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nmatchPreset (-want +got):\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestTargetAnnotations(t *testing.T) {
+	type facts struct {
+		AdminPort          int
+		AdminLocalhostOnly bool
+		ProbePorts         []ProbePort
+		DeclaredSecrets    []string
+		Errors             []string // substrings, one per AnnotationErrors entry
+	}
+	cases := map[string]struct {
+		annotations map[string]string
+		want        facts
+	}{
+		"PresetDefaults": {
+			want: facts{AdminPort: 9901},
+		},
+		"AllAnnotations": {
+			annotations: map[string]string{
+				AnnotationAdminPort:  " localhost:15000 ",
+				AnnotationProbePorts: "9443/b.example|*.a.example, 8443,",
+				AnnotationSecrets:    "web-tls, other/api-tls, web-tls",
+			},
+			want: facts{AdminPort: 15000, AdminLocalhostOnly: true,
+				ProbePorts:      []ProbePort{{Port: 8443}, {Port: 9443, SNIs: []string{"b.example", "*.a.example"}}},
+				DeclaredSecrets: []string{"ns/web-tls", "other/api-tls"}},
+		},
+		"LoopbackAddress": {
+			annotations: map[string]string{AnnotationAdminPort: "127.0.0.1:19000"},
+			want:        facts{AdminPort: 19000, AdminLocalhostOnly: true},
+		},
+		"BadAdminPortKeepsDefault": {
+			annotations: map[string]string{AnnotationAdminPort: "10.0.0.1:80"},
+			want:        facts{AdminPort: 9901, Errors: []string{AnnotationAdminPort + `: "10.0.0.1:80": host must be localhost`}},
+		},
+		"BadProbeEntriesKeepTheGoodOnes": {
+			annotations: map[string]string{AnnotationProbePorts: "8443, 70000, 8443, 9443/not a name"},
+			want: facts{AdminPort: 9901, ProbePorts: []ProbePort{{Port: 8443}, {Port: 9443}},
+				Errors: []string{`"70000" is not a port number`}},
+		},
+		"BadSecretRef": {
+			annotations: map[string]string{AnnotationSecrets: "ok, a/b/c, Bad_Name"},
+			want: facts{AdminPort: 9901, DeclaredSecrets: []string{"ns/ok"},
+				Errors: []string{AnnotationSecrets + `: "a/b/c" is not a Secret name`}},
+		},
+		"HostileLength": {
+			annotations: map[string]string{AnnotationSecrets: strings.Repeat("a,", maxAnnotationLen)},
+			want:        facts{AdminPort: 9901, Errors: []string{"longer than"}},
+		},
+		"TooManyPorts": {
+			annotations: map[string]string{AnnotationProbePorts: manyPorts(maxProbePorts + 5)},
+			want:        facts{AdminPort: 9901, ProbePorts: portsUpTo(maxProbePorts), Errors: []string{"more than 64 ports"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: tc.annotations},
+				Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "envoy", Image: "envoyproxy/envoy:v1.40.0"}}},
+				Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+			tg := targetFor(p, map[Preset]bool{PresetEnvoy: true})
+			if tg == nil {
+				t.Fatal("no target for an Envoy pod")
+			}
+			got := facts{AdminPort: tg.AdminPort, AdminLocalhostOnly: tg.AdminLocalhostOnly, ProbePorts: tg.ProbePorts, DeclaredSecrets: tg.DeclaredSecrets}
+			if len(tg.AnnotationErrors) != len(tc.want.Errors) {
+				t.Errorf("annotation errors %q, want %d matching %q", tg.AnnotationErrors, len(tc.want.Errors), tc.want.Errors)
+			}
+			for i, e := range tg.AnnotationErrors {
+				if i < len(tc.want.Errors) && !strings.Contains(e, tc.want.Errors[i]) {
+					t.Errorf("annotation error %q does not contain %q", e, tc.want.Errors[i])
+				}
+				if len(e) > 2048 {
+					t.Errorf("annotation error of %d bytes: hostile input must be shortened", len(e))
+				}
+			}
+			want := tc.want
+			want.Errors = nil
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("target (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func manyPorts(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(1000+i) + ",")
+	}
+	return b.String()
+}
+
+func portsUpTo(n int) []ProbePort {
+	var out []ProbePort
+	for i := 1; i <= n; i++ {
+		out = append(out, ProbePort{Port: 1000 + i})
+	}
+	return out
+}
+
+func FuzzParseAnnotations(f *testing.F) {
+	for _, s := range []string{"8443", "8443/a.example|b.example, 9443", "localhost:15000", "ns/name, other", ",,,", "/|/|", "65536/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ports, _ := parseProbePorts(s)
+		if len(ports) > maxProbePorts {
+			t.Fatalf("%d ports", len(ports))
+		}
+		for _, p := range ports {
+			if p.Port < 1 || p.Port > 65535 || len(p.SNIs) > maxSNIsPerPort {
+				t.Fatalf("port %+v", p)
+			}
+		}
+		refs, _ := parseSecretRefs(s, "ns")
+		if len(refs) > maxDeclaredSecrets {
+			t.Fatalf("%d refs", len(refs))
+		}
+		if port, _, err := parseAdminPort(s); err == nil && (port < 1 || port > 65535) {
+			t.Fatalf("admin port %d without error", port)
+		}
+	})
+}
