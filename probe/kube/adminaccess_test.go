@@ -155,6 +155,46 @@ func TestAdminAccess(t *testing.T) {
 		})
 	})
 
+	t.Run("BoundedSessions", func(t *testing.T) {
+		d, err := NewAdminDialer(tb.Config, AdminAccessOptions{Mode: AdminPortForward, MaxSessions: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		first, err := d.Open(ctx, targets["ingress"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancelShort()
+		if _, err := d.Open(short, targets["envoy-default-eg-1a2b3c4d"]); err == nil || !strings.Contains(err.Error(), "free port-forward session") {
+			t.Errorf("Open beyond MaxSessions while the only session is in use: %v, want a wait that ends with the context", err)
+		}
+		// Released, the idle session of another pod gives way.
+		done := make(chan error, 1)
+		go func() {
+			conn, err := d.Open(ctx, targets["envoy-default-eg-1a2b3c4d"])
+			if err == nil {
+				checkSnapshot(t, conn, set, "envoy-default-eg-1a2b3c4d")
+				conn.Close()
+			}
+			done <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		first.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Open after the slot was released: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Open did not proceed after the slot was released")
+		}
+		if n := d.Sessions(); n != 1 {
+			t.Errorf("%d sessions open with MaxSessions 1", n)
+		}
+	})
+
 	t.Run("NothingListening", func(t *testing.T) {
 		d, err := NewAdminDialer(tb.Config, AdminAccessOptions{Mode: AdminPortForward})
 		if err != nil {
