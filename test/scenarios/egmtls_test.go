@@ -19,9 +19,9 @@ import (
 )
 
 const (
-	egNS     = "eg-mtls"
-	cpSNI    = "envoy-gateway.eg-mtls.svc.cluster.local"
-	rlSNI    = "envoy-ratelimit.eg-mtls.svc.cluster.local"
+	egNS  = "eg-mtls"
+	cpSNI = "envoy-gateway.eg-mtls.svc.cluster.local"
+	rlSNI = "envoy-ratelimit.eg-mtls.svc.cluster.local"
 	// Envoy TLS stats counting rejected peer certificates (unknown CA is a verify error).
 	xdsClusterVerifyFailed = "cluster.xds_cluster.ssl.fail_verify_error"
 	listenerVerifyFailed   = "listener.*_18000.ssl.fail_verify_error"

@@ -2,7 +2,6 @@ package scenarios
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,14 +15,14 @@ import (
 )
 
 // serviceProxy plays kube-proxy for one Service port, which the testbed does not have: it
-// listens on a host address and forwards each connection, as raw TCP (TLS stays end to end
+// listens on a loopback address and forwards each connection, as raw TCP (TLS stays end to end
 // between the Envoys), to a Ready pod the Service selects, chosen when the connection arrives,
 // so a replaced pod is reached as through a real Service.
 //
-// Why a host address and not the Service's name or a pod IP in the Envoy config: there is no
-// cluster DNS, and the node agent rewrites every 127/8 socket address in an Envoy config to the
-// pod's own private localhost, so another pod's IP cannot be named there. A non-loopback host
-// address is left alone.
+// It listens on 127.3.0.1 (loopback, like everything here): the node agent rewrites only
+// 127.0.0.0/24 in an Envoy config to the pod's own localhost and leaves the rest of 127/8 alone,
+// and there is no cluster DNS, so the Envoys name this address where a cluster would name the
+// Service.
 type serviceProxy struct {
 	addr *net.TCPAddr
 	ln   net.Listener
@@ -33,10 +32,7 @@ type serviceProxy struct {
 // startServiceProxy starts forwarding for Service ns/name port; it stops when the test ends.
 func startServiceProxy(ctx context.Context, t *testing.T, ns, name string, port int32) *serviceProxy {
 	t.Helper()
-	ip, err := hostIPv4()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ip := net.IPv4(127, 3, 0, 1)
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
 	if err != nil {
 		t.Fatalf("service proxy for %s/%s: %v", ns, name, err)
@@ -48,23 +44,6 @@ func startServiceProxy(ctx context.Context, t *testing.T, ns, name string, port 
 	return p
 }
 
-// hostIPv4 is the first non-loopback, non-link-local IPv4 address of this machine.
-func hostIPv4() (net.IP, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("list interface addresses: %w", err)
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip := n.IP.To4(); ip != nil && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
-				return ip, nil
-			}
-		}
-	}
-	return nil, errors.New("no non-loopback IPv4 address on this machine: the eg-mtls scenario's service proxy " +
-		"needs one (the testbed rewrites 127/8 upstream addresses to the pod's own localhost)")
-}
-
 func (p *serviceProxy) serve(ctx context.Context, t *testing.T, ns, name string, port int32) {
 	defer p.wg.Done()
 	for {
@@ -73,7 +52,7 @@ func (p *serviceProxy) serve(ctx context.Context, t *testing.T, ns, name string,
 			return // closed at cleanup
 		}
 		// Only this machine's own processes (the Envoys) may use the relay.
-		if ra, ok := conn.RemoteAddr().(*net.TCPAddr); !ok || !ra.IP.Equal(p.addr.IP) {
+		if ra, ok := conn.RemoteAddr().(*net.TCPAddr); !ok || !ra.IP.IsLoopback() {
 			conn.Close()
 			continue
 		}

@@ -35,10 +35,13 @@ import (
 // as it would with the original file.
 //
 // Addresses: socket addresses on 0.0.0.0, ::, or the pod IP bind the pod IP; addresses in
-// 127.0.0.0/8, ::1 and "localhost" bind the pod's private localhost (127.1.N.M), so a listener
+// 127.0.0.0/24, ::1 and "localhost" bind the pod's private localhost (127.1.N.M), so a listener
 // that is localhost-only in a cluster (Istio's admin on 15000, Envoy Gateway's on 19000) is
 // unreachable from other pods here too. Upstream addresses are rewritten the same way, so a
-// cluster pointing at 127.0.0.1 reaches the pod's own localhost.
+// cluster pointing at 127.0.0.1 reaches the pod's own localhost. The rest of 127/8 is left
+// alone: there live the other pods' IPs (127.0.N.M, N ≥ 1) and whatever a test puts on loopback
+// in place of a Service (there is no kube-proxy), so that one pod can reach another; in a real
+// pod all of 127/8 is its own, but nothing here depends on the difference.
 
 // mount is one volumeMount as seen on the node.
 type mount struct{ path, host string }
@@ -79,8 +82,10 @@ func (n podNet) rewriteAddress(a string) string {
 	case "localhost", "::1":
 		return n.localIP.String()
 	}
-	if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() && ip.As4()[0] == 127 {
-		return n.localIP.String()
+	if ip, err := netip.ParseAddr(a); err == nil && ip.Is4() {
+		if b := ip.As4(); b[0] == 127 && b[1] == 0 && b[2] == 0 {
+			return n.localIP.String()
+		}
 	}
 	return a
 }

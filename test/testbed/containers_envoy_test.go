@@ -22,6 +22,8 @@ func TestRewriteAddress(t *testing.T) {
 		"Localhost": {reason: "localhost too", in: "localhost", want: "127.1.7.2"},
 		"V6Loop":    {reason: "::1 too", in: "::1", want: "127.1.7.2"},
 		"Other":     {reason: "a remote address is left alone", in: "10.96.0.10", want: "10.96.0.10"},
+		"OtherPod":  {reason: "another pod's IP stays reachable", in: "127.0.9.3", want: "127.0.9.3"},
+		"Relay":     {reason: "a loopback stand-in for a Service stays", in: "127.3.0.1", want: "127.3.0.1"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
