@@ -131,6 +131,26 @@ func TestAdminAccess(t *testing.T) {
 		}
 	})
 
+	t.Run("AutoFallsBackWhenDirectFails", func(t *testing.T) {
+		d, err := NewAdminDialer(tb.Config, AdminAccessOptions{DialTimeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		// As if a NetworkPolicy kept certdrift from the pod IP: nothing answers there.
+		tg := targets["plain"]
+		tg.PodIP = "127.255.255.254"
+		conn, err := d.Open(ctx, tg)
+		if err != nil {
+			t.Fatalf("auto Open with an unreachable pod IP: %v", err)
+		}
+		defer conn.Close()
+		if conn.Route != RoutePortForward {
+			t.Errorf("route %s, want port-forward after the direct check failed", conn.Route)
+		}
+		checkSnapshot(t, conn, set, "plain")
+	})
+
 	t.Run("IdleSessionsClose", func(t *testing.T) {
 		d, err := NewAdminDialer(tb.Config, AdminAccessOptions{Mode: AdminPortForward, IdleTimeout: 300 * time.Millisecond})
 		if err != nil {

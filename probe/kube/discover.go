@@ -194,6 +194,13 @@ func (d *Discovery) addPodSource(ns, fieldSel, labelSel string) {
 	_ = s.informer.SetTransform(d.transformPod)
 	_ = s.informer.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) {})
 	if d.opts.OnChange != nil {
+		isEnvoy := func(obj any) bool {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			e, ok := obj.(*podEntry)
+			return ok && e.Target != nil
+		}
 		notify := func(op ChangeOp, obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
@@ -205,7 +212,14 @@ func (d *Discovery) addPodSource(ns, fieldSel, labelSel string) {
 		_, _ = s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) { notify(Added, obj) },
 			UpdateFunc: func(oldObj, newObj any) {
-				if !sameVersion(oldObj, newObj) {
+				switch was, is := isEnvoy(oldObj), isEnvoy(newObj); {
+				case sameVersion(oldObj, newObj):
+				case was && !is:
+					// No longer an Envoy (e.g. certdrift.dev/preset: none was added).
+					notify(Deleted, oldObj)
+				case !was && is:
+					notify(Added, newObj)
+				default:
 					notify(Updated, newObj)
 				}
 			},

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -413,6 +414,36 @@ func TestDiscoverEnvoys(t *testing.T) {
 				}
 			default:
 				return fmt.Errorf("no Deleted change for %s yet", victim.Pod)
+			}
+		}
+	})
+
+	// An annotation that opts a pod out removes it like a deletion.
+	var plain EnvoyTarget
+	for _, tg := range snap.Targets {
+		if tg.Preset == PresetEnvoy {
+			plain = tg
+		}
+	}
+	drain(changes)
+	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationPreset + `":"none"}}}`)
+	if _, err := admin.CoreV1().Pods(set.ns).Patch(ctx, plain.Pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("annotate pod %s: %v", plain.Pod, err)
+	}
+	pollDiscovery(t, "opted-out pod gone with a Deleted change", 10*time.Second, func() error {
+		for _, tg := range d.Targets(ctx).Targets {
+			if tg.UID == plain.UID {
+				return fmt.Errorf("%s still listed", plain.Pod)
+			}
+		}
+		for {
+			select {
+			case c := <-changes:
+				if c == fmt.Sprintf("%s %s/%s", Deleted, set.ns, plain.Pod) {
+					return nil
+				}
+			default:
+				return fmt.Errorf("no Deleted change for %s yet", plain.Pod)
 			}
 		}
 	})
