@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -33,6 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	binDir := fs.String("bin-dir", "", "directory holding etcd, kube-apiserver, kube-controller-manager and kubectl (default: $"+testbed.BinDirEnv+" or .cache/kube/"+testbed.KubeVersion+")")
 	timeout := fs.Duration("start-timeout", 2*time.Minute, "how long the control plane may take to start")
 	verbose := fs.Bool("v", false, "log progress at debug level")
+	scenario := fs.String("scenario", "test/scenarios/plain-sds", "scenario directory to deploy once the cluster is up (plain-sds or static-tls; \"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,6 +62,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "testbed: %v\n", err)
 		}
 		return 1
+	}
+	if *scenario != "" {
+		start := time.Now()
+		if err := deployScenario(ctx, tb, *scenario); err != nil {
+			fmt.Fprintf(stderr, "testbed: %v\n", err)
+			tb.Stop()
+			return 1
+		}
+		fmt.Fprintf(stdout, "scenario %s: pods Ready in %s\n", filepath.Base(*scenario), time.Since(start).Round(10*time.Millisecond))
 	}
 	fmt.Fprintf(stdout, "testbed ready in %s\n", tb.StartDuration.Round(10*time.Millisecond))
 	fmt.Fprintf(stdout, "kubeconfig: %s\n", tb.KubeconfigPath)

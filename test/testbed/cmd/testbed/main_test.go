@@ -86,6 +86,24 @@ func TestCommand(t *testing.T) {
 		t.Errorf("kubectl get ns (-want +got):\n%s", diff)
 	}
 
+	// The default scenario (plain-sds) runs: `kubectl get pods -A` shows Running Envoy pods.
+	kctl = exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "get", "pods", "-A", "--no-headers",
+		"-o", "custom-columns=NS:.metadata.namespace,PHASE:.status.phase,IMAGE:.spec.containers[0].image")
+	kctl.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
+	out, err = kctl.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get pods -A: %v\n%s", err, out)
+	}
+	running := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "plain-sds" && f[1] == "Running" && strings.Contains(f[2], "envoy") {
+			running++
+		}
+	}
+	if running != 2 {
+		t.Errorf("kubectl get pods -A: %d Running Envoy pods in plain-sds, want 2:\n%s", running, out)
+	}
+
 	children := childPIDs(t, cmd.Process.Pid)
 	if len(children) < 3 {
 		t.Errorf("testbed command has %d child processes %v, want etcd, kube-apiserver and kube-controller-manager", len(children), children)
