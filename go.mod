@@ -7,12 +7,12 @@ require (
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/cri-streaming v0.37.2
+	k8s.io/streaming v0.37.2
 )
 
 require (
 	github.com/moby/spdystream v0.5.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	k8s.io/streaming v0.37.2 // indirect
 )
 
 require (
