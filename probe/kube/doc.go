@@ -1,4 +1,4 @@
-// Package kube reads the desired view of certificates from the Kubernetes API: Secrets (of type
+// Package kube observes Kubernetes. Foremost it reads the desired view of certificates from the API: Secrets (of type
 // kubernetes.io/tls, and Opaque or other types laid out by key patterns) and ConfigMaps holding CA
 // bundles (e.g. Istio's istio-ca-root-cert).
 //
@@ -17,4 +17,8 @@
 //
 // Inventory.Observations converts the summaries into files.Observation, the desired view the
 // audit judges.
+//
+// The package also finds the Envoys (Discovery: pods by preset, label and annotation, owners
+// resolved) and reaches their admin endpoints directly or through the API server's port-forward
+// (AdminDialer); see discover_doc.go for presets, annotations and the RBAC each mode needs.
 package kube
