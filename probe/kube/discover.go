@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -22,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 )
 
 // DiscoveryOptions configure a Discovery. The zero value watches Running pods cluster-wide and
@@ -244,66 +241,13 @@ func (d *Discovery) transformPod(obj any) (any, error) {
 
 // Run starts every informer and blocks until ctx ends. It may be called once.
 func (d *Discovery) Run(ctx context.Context) error {
-	if !d.started.CompareAndSwap(false, true) {
-		return errors.New("envoy discovery: Run called twice")
-	}
-	ctx = klog.NewContext(ctx, logr.FromSlogHandler(d.log.Handler()))
-	var wg sync.WaitGroup
-	for _, s := range d.sources {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.informer.RunWithContext(ctx)
-		}()
-	}
-	d.log.Info("envoy discovery started", "sources", len(d.sources))
-	wg.Wait()
-	return nil
+	return runSources(ctx, &d.started, d.log, "envoy discovery", d.sources)
 }
 
 // WaitSynced is Inventory.WaitSynced for pods: nil once every informer has listed, the
 // AccessError when RBAC refuses one, or an error naming the unsynced sources when ctx ends.
 func (d *Discovery) WaitSynced(ctx context.Context) error {
 	return waitSources(ctx, "envoy discovery", d.sources)
-}
-
-func waitSources(ctx context.Context, what string, sources []*source) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		synced := true
-		var denied []error
-		for _, s := range sources {
-			if s.informer.HasSynced() {
-				continue
-			}
-			synced = false
-			if err, _ := s.err(); err != nil && isAccessError(err) {
-				denied = append(denied, err)
-			}
-		}
-		if synced {
-			return nil
-		}
-		if len(denied) > 0 {
-			return errors.Join(denied...)
-		}
-		select {
-		case <-ctx.Done():
-			var msgs []string
-			for _, s := range sources {
-				if !s.informer.HasSynced() {
-					m := s.desc
-					if err, _ := s.err(); err != nil {
-						m += ": " + err.Error()
-					}
-					msgs = append(msgs, m)
-				}
-			}
-			return fmt.Errorf("%s not synced (%w): %s", what, ctx.Err(), strings.Join(msgs, "; "))
-		case <-t.C:
-		}
-	}
 }
 
 // DiscoverySnapshot is the Envoy targets at one moment.

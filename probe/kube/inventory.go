@@ -216,22 +216,7 @@ func (inv *Inventory) addSource(kind string, lw *pagedLW, example runtime.Object
 
 // Run starts every informer and blocks until ctx ends. It may be called once.
 func (inv *Inventory) Run(ctx context.Context) error {
-	if !inv.started.CompareAndSwap(false, true) {
-		return errors.New("kube inventory: Run called twice")
-	}
-	// client-go's reflectors log through the context's logger: send it to our slog handler.
-	ctx = klog.NewContext(ctx, logr.FromSlogHandler(inv.log.Handler()))
-	var wg sync.WaitGroup
-	for _, s := range inv.sources {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.informer.RunWithContext(ctx)
-		}()
-	}
-	inv.log.Info("kube inventory started", "sources", len(inv.sources))
-	wg.Wait()
-	return nil
+	return runSources(ctx, &inv.started, inv.log, "kube inventory", inv.sources)
 }
 
 // WaitSynced blocks until every informer has completed its initial list, returning nil; or
@@ -239,12 +224,37 @@ func (inv *Inventory) Run(ctx context.Context) error {
 // help); or until ctx ends, returning an error that names the unsynced sources and their last
 // errors.
 func (inv *Inventory) WaitSynced(ctx context.Context) error {
+	return waitSources(ctx, "kube inventory", inv.sources)
+}
+
+// runSources runs the informers of an Inventory or a Discovery until ctx ends.
+func runSources(ctx context.Context, started *atomic.Bool, log *slog.Logger, what string, sources []*source) error {
+	if !started.CompareAndSwap(false, true) {
+		return errors.New(what + ": Run called twice")
+	}
+	// client-go's reflectors log through the context's logger: send it to our slog handler.
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(log.Handler()))
+	var wg sync.WaitGroup
+	for _, s := range sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.informer.RunWithContext(ctx)
+		}()
+	}
+	log.Info(what+" started", "sources", len(sources))
+	wg.Wait()
+	return nil
+}
+
+// waitSources is WaitSynced for any set of sources.
+func waitSources(ctx context.Context, what string, sources []*source) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
 		synced := true
 		var denied []error
-		for _, s := range inv.sources {
+		for _, s := range sources {
 			if s.informer.HasSynced() {
 				continue
 			}
@@ -262,17 +272,16 @@ func (inv *Inventory) WaitSynced(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			var msgs []string
-			for _, s := range inv.sources {
-				if s.informer.HasSynced() {
-					continue
+			for _, s := range sources {
+				if !s.informer.HasSynced() {
+					m := s.desc
+					if err, _ := s.err(); err != nil {
+						m += ": " + err.Error()
+					}
+					msgs = append(msgs, m)
 				}
-				m := s.desc
-				if err, _ := s.err(); err != nil {
-					m += ": " + err.Error()
-				}
-				msgs = append(msgs, m)
 			}
-			return fmt.Errorf("kube inventory not synced (%w): %s", ctx.Err(), strings.Join(msgs, "; "))
+			return fmt.Errorf("%s not synced (%w): %s", what, ctx.Err(), strings.Join(msgs, "; "))
 		case <-t.C:
 		}
 	}
