@@ -1,0 +1,247 @@
+package kube
+
+import (
+	"net"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
+)
+
+// Bindings of a pod, expressed in the config types the audit already judges, so that the
+// Kubernetes mode needs no audit of its own.
+//
+// Why not a desired "alias" Observation whose Source.Dir is the container mount path (so the
+// audit's watched-directory rule matches file-based SDS)? Mount paths are container paths and
+// every replica of every Deployment mounts at the same few (/certs, /etc/envoy/tls): one global
+// alias for "/certs" would bind a pod in namespace a to the Secret of namespace b. Instead the
+// watched directory is resolved per pod, through that pod's mounts, into an explicit binding
+// (SDSBindings): the audit sees {source, secret} and compares the certificate Envoy inlined.
+
+// DefaultCertKey is the certificate key of a kubernetes.io/tls Secret.
+const DefaultCertKey = "tls.crt"
+
+// PodBindings is what one Envoy pod must load and serve, from its spec alone.
+type PodBindings struct {
+	// Envoy has Name "namespace/pod", Endpoints (pod IP and each probe port with its SNIs) and
+	// Bindings; Admin is left for the caller, who knows how the admin is reached.
+	Envoy config.Envoy
+	// Risks are mounts that will never see a rotation (subPath) or cannot be resolved.
+	Risks []MountRisk
+}
+
+// MountRisk is a Secret mount that does not follow Secret updates.
+type MountRisk struct {
+	Container string
+	Volume    string
+	MountPath string
+	SubPath   string // SubPath or SubPathExpr as written
+	Source    string // "namespace/secret"
+	// File is where the certificate appears in the container, when it does.
+	File   string
+	Reason string
+}
+
+// mountedCert is the certificate file of one Secret source as one container sees it.
+type mountedCert struct {
+	source string // "namespace/name"
+	dir    string // directory holding the file, as a container path
+	file   string // container path of the certificate
+	// subPath: a copy made at container start.
+	subPath bool
+}
+
+// Bind derives a pod's desired bindings from its spec: each Secret volume and projected Secret
+// source mounted into the Envoy container binds "namespace/secret" to <mountPath>/<file of
+// certKey> (tls.crt unless items map it elsewhere), and each certdrift.dev/secrets reference
+// binds that Secret with no location (the audit locates it by SDS name or inference). subPath
+// mounts are bound too (Envoy may read them) but also returned as risks: they never update.
+func Bind(t EnvoyTarget, certKey string) PodBindings {
+	if certKey == "" {
+		certKey = DefaultCertKey
+	}
+	pb := PodBindings{Envoy: config.Envoy{Name: t.Key(), Endpoints: probeEndpoints(t)}}
+	seen := map[[2]string]bool{}
+	addBinding := func(b config.Binding) {
+		k := [2]string{b.Source, b.File}
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		pb.Envoy.Bindings = append(pb.Envoy.Bindings, b)
+	}
+	mcs, risks := mountedCerts(t, certKey)
+	pb.Risks = risks
+	for _, mc := range mcs {
+		addBinding(config.Binding{Source: mc.source, File: mc.file})
+	}
+	for _, ref := range t.DeclaredSecrets {
+		if slices.ContainsFunc(pb.Envoy.Bindings, func(b config.Binding) bool { return b.Source == ref }) {
+			continue
+		}
+		addBinding(config.Binding{Source: ref})
+	}
+	return pb
+}
+
+// SDSBindings ties the SDS secrets an Envoy reports to the pod's Secret mounts: a file-based SDS
+// secret whose watched directory (or certificate file) is where a Secret's certificate is
+// mounted binds that Secret under the SDS name. Envoy 1.36–1.40 inline what they read and keep
+// only the watched directory, so this is the only path from such a secret back to its Secret.
+func SDSBindings(t EnvoyTarget, certKey string, secrets []envoyadmin.Secret) []config.Binding {
+	if certKey == "" {
+		certKey = DefaultCertKey
+	}
+	mcs, _ := mountedCerts(t, certKey)
+	var out []config.Binding
+	seen := map[[2]string]bool{}
+	for _, s := range secrets {
+		if !s.HasCertificate || s.Name == "" {
+			continue
+		}
+		for _, mc := range mcs {
+			byDir := s.WatchedDir != "" && path.Clean(s.WatchedDir) == mc.dir
+			byFile := s.CertFile != "" && path.Clean(s.CertFile) == mc.file
+			if !byDir && !byFile {
+				continue
+			}
+			k := [2]string{mc.source, s.Name}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, config.Binding{Source: mc.source, Secret: s.Name, File: mc.file})
+		}
+	}
+	return out
+}
+
+// ListenerEndpoints are the TLS endpoints of a pod read from its Envoy's listeners, for pods
+// that declare no certdrift.dev/probe-ports: one per TLS listener port, with the exact (not
+// wildcard) server names of its filter chains as SNIs.
+func ListenerEndpoints(podIP string, ls []envoyadmin.FilterChainTLS) []config.Endpoint {
+	if podIP == "" {
+		return nil
+	}
+	var ports []int
+	snis := map[int][]string{}
+	for _, fc := range ls {
+		_, p, err := net.SplitHostPort(fc.Address)
+		if err != nil {
+			continue
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil || port < 1 || port > 65535 {
+			continue
+		}
+		if !slices.Contains(ports, port) {
+			ports = append(ports, port)
+		}
+		for _, n := range fc.ServerNames {
+			if n != "" && !strings.HasPrefix(n, "*") && !slices.Contains(snis[port], n) && len(snis[port]) < maxSNIsPerPort {
+				snis[port] = append(snis[port], n)
+			}
+		}
+		if len(ports) == maxProbePorts {
+			break
+		}
+	}
+	slices.Sort(ports)
+	out := make([]config.Endpoint, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, config.Endpoint{Address: net.JoinHostPort(podIP, strconv.Itoa(p)), SNI: snis[p]})
+	}
+	return out
+}
+
+func probeEndpoints(t EnvoyTarget) []config.Endpoint {
+	if t.PodIP == "" {
+		return nil
+	}
+	var out []config.Endpoint
+	for _, pp := range t.ProbePorts {
+		out = append(out, config.Endpoint{
+			Address: net.JoinHostPort(t.PodIP, strconv.Itoa(pp.Port)),
+			SNI:     slices.Clone(pp.SNIs),
+		})
+	}
+	return out
+}
+
+// mountedCerts resolves where each Secret source's certificate appears in the Envoy container
+// (every container when the Envoy container is unknown).
+func mountedCerts(t EnvoyTarget, certKey string) ([]mountedCert, []MountRisk) {
+	vols := map[string]PodVolume{}
+	for _, v := range t.Volumes {
+		vols[v.Name] = v
+	}
+	var out []mountedCert
+	var risks []MountRisk
+	for _, m := range t.Mounts {
+		if t.EnvoyContainer != "" && m.Container != t.EnvoyContainer {
+			continue
+		}
+		v, ok := vols[m.Volume]
+		if !ok || m.MountPath == "" {
+			continue
+		}
+		mountPath := path.Clean(m.MountPath)
+		for _, src := range v.Sources {
+			if src.Kind != "Secret" || src.Name == "" {
+				continue
+			}
+			source := SecretSourceName(t.Namespace, src.Name)
+			rel, ok := certFileIn(src, certKey)
+			if !ok {
+				continue
+			}
+			if m.SubPathExpr != "" {
+				// The expansion depends on the container's environment, unknown here.
+				risks = append(risks, MountRisk{Container: m.Container, Volume: m.Volume, MountPath: m.MountPath,
+					SubPath: m.SubPathExpr, Source: source, Reason: "subPathExpr mount: a copy made at container start that never updates"})
+				continue
+			}
+			if m.SubPath != "" {
+				sub := path.Clean(m.SubPath)
+				var file string
+				switch {
+				case rel == sub:
+					file = mountPath
+				case strings.HasPrefix(rel, sub+"/"):
+					file = path.Join(mountPath, strings.TrimPrefix(rel, sub+"/"))
+				default:
+					continue // this source's certificate is not under the mounted subPath
+				}
+				risks = append(risks, MountRisk{Container: m.Container, Volume: m.Volume, MountPath: m.MountPath,
+					SubPath: m.SubPath, Source: source, File: file, Reason: "subPath mount: a copy made at container start that never updates"})
+				out = append(out, mountedCert{source: source, dir: path.Dir(file), file: file, subPath: true})
+				continue
+			}
+			file := path.Join(mountPath, rel)
+			out = append(out, mountedCert{source: source, dir: path.Dir(file), file: file})
+		}
+	}
+	return out, risks
+}
+
+// certFileIn is the path of the certificate key inside the volume: the key itself, or its
+// items mapping; false when items are listed and leave the key out.
+func certFileIn(src VolumeSource, certKey string) (string, bool) {
+	if len(src.Items) == 0 {
+		return certKey, true
+	}
+	for _, it := range src.Items {
+		if it.Key == certKey && it.Path != "" {
+			p := path.Clean(it.Path)
+			// The API server rejects absolute and ".." item paths; be as strict here.
+			if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+				return "", false
+			}
+			return p, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,171 @@
+package kube
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
+)
+
+func secretVol(name, secret string, items ...KeyPath) PodVolume {
+	return PodVolume{Name: name, Sources: []VolumeSource{{Kind: "Secret", Name: secret, Items: items}}}
+}
+
+func TestBind(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		target EnvoyTarget
+		want   PodBindings
+	}{
+		"SecretVolume": {
+			reason: "a secret volume at /certs binds ns/secret to /certs/tls.crt; probe ports become pod-IP endpoints",
+			target: EnvoyTarget{Namespace: "a", Pod: "p", PodIP: "10.0.0.1", EnvoyContainer: "envoy",
+				ProbePorts: []ProbePort{{Port: 8443, SNIs: []string{"web.example.com"}}, {Port: 9443}},
+				Volumes:    []PodVolume{secretVol("tls", "web-tls")},
+				Mounts:     []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/certs/"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p",
+				Endpoints: []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"web.example.com"}}, {Address: "10.0.0.1:9443"}},
+				Bindings:  []config.Binding{{Source: "a/web-tls", File: "/certs/tls.crt"}}}},
+		},
+		"ItemsMapping": {
+			reason: "items move the certificate key to another file name",
+			target: EnvoyTarget{Namespace: "a", Pod: "p",
+				Volumes: []PodVolume{secretVol("tls", "web-tls", KeyPath{Key: "tls.key", Path: "key.pem"}, KeyPath{Key: "tls.crt", Path: "sub/cert.pem"})},
+				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/etc/tls"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p",
+				Bindings: []config.Binding{{Source: "a/web-tls", File: "/etc/tls/sub/cert.pem"}}}},
+		},
+		"ItemsWithoutCert": {
+			reason: "items that leave tls.crt out bind nothing",
+			target: EnvoyTarget{Namespace: "a", Pod: "p",
+				Volumes: []PodVolume{secretVol("tls", "web-tls", KeyPath{Key: "ca.crt", Path: "ca.pem"})},
+				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/etc/tls"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p"}},
+		},
+		"Projected": {
+			reason: "each Secret source of a projected volume binds; ConfigMap sources do not",
+			target: EnvoyTarget{Namespace: "a", Pod: "p",
+				Volumes: []PodVolume{{Name: "all", Sources: []VolumeSource{
+					{Kind: "Secret", Name: "one", Items: []KeyPath{{Key: "tls.crt", Path: "one.crt"}}},
+					{Kind: "ConfigMap", Name: "bundle"},
+					{Kind: "Secret", Name: "two", Items: []KeyPath{{Key: "tls.crt", Path: "two.crt"}}},
+				}}},
+				Mounts: []VolumeMount{{Container: "envoy", Volume: "all", MountPath: "/tls"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{
+				{Source: "a/one", File: "/tls/one.crt"}, {Source: "a/two", File: "/tls/two.crt"}}}},
+		},
+		"SubPathIsRisk": {
+			reason: "a subPath mount binds the file it shows and is reported as never updating",
+			target: EnvoyTarget{Namespace: "a", Pod: "p",
+				Volumes: []PodVolume{secretVol("tls", "web-tls")},
+				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/etc/envoy/cert.pem", SubPath: "tls.crt"}}},
+			want: PodBindings{
+				Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{{Source: "a/web-tls", File: "/etc/envoy/cert.pem"}}},
+				Risks: []MountRisk{{Container: "envoy", Volume: "tls", MountPath: "/etc/envoy/cert.pem", SubPath: "tls.crt",
+					Source: "a/web-tls", File: "/etc/envoy/cert.pem", Reason: "subPath mount: a copy made at container start that never updates"}}},
+		},
+		"SubPathOfOtherKey": {
+			reason: "a subPath mount of the key file does not show the certificate",
+			target: EnvoyTarget{Namespace: "a", Pod: "p",
+				Volumes: []PodVolume{secretVol("tls", "web-tls")},
+				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/k.pem", SubPath: "tls.key"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p"}},
+		},
+		"SubPathExpr": {
+			reason: "a subPathExpr cannot be resolved: risk only",
+			target: EnvoyTarget{Namespace: "a", Pod: "p",
+				Volumes: []PodVolume{secretVol("tls", "web-tls")},
+				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/x", SubPathExpr: "$(POD)"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p"}, Risks: []MountRisk{{Container: "envoy", Volume: "tls", MountPath: "/x",
+				SubPath: "$(POD)", Source: "a/web-tls", Reason: "subPathExpr mount: a copy made at container start that never updates"}}},
+		},
+		"OtherContainer": {
+			reason: "mounts into a container that is not Envoy bind nothing",
+			target: EnvoyTarget{Namespace: "a", Pod: "p", EnvoyContainer: "envoy",
+				Volumes: []PodVolume{secretVol("tls", "web-tls")},
+				Mounts:  []VolumeMount{{Container: "app", Volume: "tls", MountPath: "/certs"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p"}},
+		},
+		"Declared": {
+			reason: "declared Secrets bind without a location, once; a mounted one is not repeated",
+			target: EnvoyTarget{Namespace: "a", Pod: "p", DeclaredSecrets: []string{"a/web-tls", "b/other"},
+				Volumes: []PodVolume{secretVol("tls", "web-tls")},
+				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/certs"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{
+				{Source: "a/web-tls", File: "/certs/tls.crt"}, {Source: "b/other"}}}},
+		},
+		"NoPodIP": {
+			reason: "without a pod IP there is nothing to handshake with",
+			target: EnvoyTarget{Namespace: "a", Pod: "p", ProbePorts: []ProbePort{{Port: 8443}}},
+			want:   PodBindings{Envoy: config.Envoy{Name: "a/p"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Bind(tc.target, "")
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nBind(): -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestSDSBindings(t *testing.T) {
+	target := EnvoyTarget{Namespace: "a", Pod: "p",
+		Volumes: []PodVolume{secretVol("tls", "web-tls"), secretVol("other", "other-tls")},
+		Mounts: []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/certs"},
+			{Container: "envoy", Volume: "other", MountPath: "/other"}}}
+	cases := map[string]struct {
+		reason  string
+		secrets []envoyadmin.Secret
+		want    []config.Binding
+	}{
+		"WatchedDir": {
+			reason:  "a file-based SDS secret watching the mount binds the mounted Secret under its SDS name",
+			secrets: []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs/"}},
+			want:    []config.Binding{{Source: "a/web-tls", Secret: "web", File: "/certs/tls.crt"}},
+		},
+		"CertFile": {
+			reason:  "a secret naming the mounted file binds too",
+			secrets: []envoyadmin.Secret{{Name: "o", HasCertificate: true, CertFile: "/other/tls.crt"}},
+			want:    []config.Binding{{Source: "a/other-tls", Secret: "o", File: "/other/tls.crt"}},
+		},
+		"Unrelated": {
+			reason: "validation-only secrets and other directories bind nothing",
+			secrets: []envoyadmin.Secret{{Name: "ca", HasValidation: true, WatchedDir: "/certs"},
+				{Name: "x", HasCertificate: true, WatchedDir: "/elsewhere"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := SDSBindings(target, "", tc.secrets)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nSDSBindings(): -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestListenerEndpoints(t *testing.T) {
+	ls := []envoyadmin.FilterChainTLS{
+		{Address: "0.0.0.0:8443", ServerNames: []string{"a.example", "*.example"}},
+		{Address: "0.0.0.0:8443", ServerNames: []string{"b.example", "a.example"}},
+		{Address: "[::]:9443"},
+		{Address: "not-an-address"},
+		{Address: "0.0.0.0:0"},
+	}
+	got := ListenerEndpoints("10.1.2.3", ls)
+	want := []config.Endpoint{
+		{Address: "10.1.2.3:8443", SNI: []string{"a.example", "b.example"}},
+		{Address: "10.1.2.3:9443"},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("ListenerEndpoints(): -want +got:\n%s", diff)
+	}
+	if got := ListenerEndpoints("", ls); len(got) != 0 {
+		t.Errorf("ListenerEndpoints without pod IP = %v, want none", got)
+	}
+}
