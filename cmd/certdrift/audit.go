@@ -14,12 +14,20 @@ import (
 
 // auditCmd is `certdrift audit`: one pass over every configured source and Envoy.
 type auditCmd struct {
-	Config      string        `required:"" type:"path" placeholder:"FILE" env:"CERTDRIFT_CONFIG" help:"YAML configuration file."`
+	Config      string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_CONFIG" help:"YAML configuration file (local mode)."`
 	ConfigCheck bool          `name:"config.check" env:"CERTDRIFT_CONFIG_CHECK" help:"Only load and validate the configuration, then exit."`
 	Output      string        `short:"o" default:"table" enum:"table,json" env:"CERTDRIFT_OUTPUT" help:"Report format: ${enum}."`
 	FailOn      string        `default:"warning" enum:"info,warning,critical" env:"CERTDRIFT_FAIL_ON" help:"Exit 1 when a finding is at or above this severity: ${enum}."`
 	Timeout     time.Duration `default:"0s" env:"CERTDRIFT_TIMEOUT" help:"Deadline for each admin request and each handshake; 0 uses policy.timeout from the config."`
 	Concurrency int           `default:"8" env:"CERTDRIFT_CONCURRENCY" help:"Most admin requests, file reads and handshakes in flight at once, per view."`
+	Grace       time.Duration `default:"0s" env:"CERTDRIFT_GRACE" help:"How long a rotation may take to reach Envoy before it is drift; 0 uses policy.grace (default 2m)."`
+
+	// Kubernetes mode: used when --kubeconfig is given instead of --config.
+	Kubeconfig  string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_KUBECONFIG" help:"Kubernetes mode: audit the Envoy pods of the cluster in this kubeconfig."`
+	Context     string        `name:"context" env:"CERTDRIFT_CONTEXT" help:"Kubernetes mode: kubeconfig context (default: its current context)."`
+	Namespace   []string      `name:"namespace" sep:"," env:"CERTDRIFT_NAMESPACE" help:"Kubernetes mode: only these namespaces (repeatable or comma-separated); namespace-scoped Roles suffice."`
+	AdminAccess string        `name:"admin-access" default:"auto" enum:"auto,direct,port-forward" env:"CERTDRIFT_ADMIN_ACCESS" help:"Kubernetes mode: reach Envoy admins by pod IP, API-server port-forward, or auto (pod IP, else port-forward): ${enum}."`
+	SyncTimeout time.Duration `default:"30s" env:"CERTDRIFT_SYNC_TIMEOUT" help:"Kubernetes mode: how long to wait for the initial list of Secrets and pods."`
 }
 
 // Validate is called by kong after parsing, so a bad value is a usage error (exit 2).
@@ -30,10 +38,24 @@ func (c *auditCmd) Validate() error {
 	if c.Timeout < 0 {
 		return fmt.Errorf("--timeout %s: must not be negative", c.Timeout)
 	}
+	if c.Grace < 0 {
+		return fmt.Errorf("--grace %s: must not be negative", c.Grace)
+	}
+	switch {
+	case c.Config == "" && c.Kubeconfig == "":
+		return errors.New("one of --config (local mode) or --kubeconfig (Kubernetes mode) is required")
+	case c.Config != "" && c.Kubeconfig != "":
+		return errors.New("--config and --kubeconfig are exclusive: one audit reads one world")
+	case c.ConfigCheck && c.Config == "":
+		return errors.New("--config.check needs --config")
+	}
 	return nil
 }
 
 func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error {
+	if c.Kubeconfig != "" {
+		return c.runKube(ctx, io, log)
+	}
 	cfg, err := config.Load(c.Config)
 	if c.ConfigCheck {
 		if err != nil {
@@ -55,9 +77,18 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 	if c.Timeout > 0 {
 		policy.Timeout = config.Duration(c.Timeout)
 	}
+	if c.Grace > 0 {
+		policy.Grace = config.Duration(c.Grace)
+	}
 
 	start := time.Now()
 	in := Gather(ctx, cfg, GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
+	return c.judge(ctx, io, log, in, policy, failOn, start)
+}
+
+// judge runs the audit on gathered inputs, renders the report and maps it to an exit code; both
+// modes end here.
+func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, in audit.Inputs, policy config.Policy, failOn audit.Severity, start time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return noRun(fmt.Errorf("audit interrupted: %w", err))
 	}
