@@ -83,16 +83,16 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 
 	start := time.Now()
 	in := Gather(ctx, cfg, GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
-	return c.judge(ctx, io, log, in, policy, failOn, start)
+	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
 }
 
 // judge runs the audit on gathered inputs, renders the report and maps it to an exit code; both
 // modes end here.
-func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, in audit.Inputs, policy config.Policy, failOn audit.Severity, start time.Time) error {
+func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, runAudit func() audit.Report, failOn audit.Severity, start time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return noRun(fmt.Errorf("audit interrupted: %w", err))
 	}
-	report := audit.Run(in, policy, time.Now())
+	report := runAudit()
 	log.Info("audit finished",
 		"findings", len(report.Findings), "bindings", len(report.Bindings),
 		"envoys", report.Summary.Envoys, "handshakes", report.Summary.Handshakes,

@@ -19,7 +19,7 @@ import (
 // every replica of every Deployment mounts at the same few (/certs, /etc/envoy/tls): one global
 // alias for "/certs" would bind a pod in namespace a to the Secret of namespace b. Instead the
 // watched directory is resolved per pod, through that pod's mounts, into an explicit binding
-// (SDSBindings): the audit sees {source, secret} and compares the certificate Envoy inlined.
+// (LoadedBindings): the audit sees {source, secret} and compares the certificate Envoy inlined.
 
 // DefaultCertKey is the certificate key of a kubernetes.io/tls Secret.
 const DefaultCertKey = "tls.crt"
@@ -52,6 +52,8 @@ type mountedCert struct {
 	file   string // container path of the certificate
 	// subPath: a copy made at container start.
 	subPath bool
+	// volume and rel locate the file in the volume, for paths the node reports.
+	volume, rel string
 }
 
 // Bind derives a pod's desired bindings from its spec: each Secret volume and projected Secret
@@ -87,36 +89,78 @@ func Bind(t EnvoyTarget, certKey string) PodBindings {
 	return pb
 }
 
-// SDSBindings ties the SDS secrets an Envoy reports to the pod's Secret mounts: a file-based SDS
-// secret whose watched directory (or certificate file) is where a Secret's certificate is
-// mounted binds that Secret under the SDS name. Envoy 1.36–1.40 inline what they read and keep
-// only the watched directory, so this is the only path from such a secret back to its Secret.
-func SDSBindings(t EnvoyTarget, certKey string, secrets []envoyadmin.Secret) []config.Binding {
+// LoadedBindings ties what an Envoy reports loading to the pod's Secret mounts: an SDS secret
+// whose watched directory or certificate file is where a Secret's certificate is mounted binds
+// that Secret under the SDS name (Envoy 1.36–1.40 inline what file-based SDS read and keep only
+// the watched directory, so this is the only way back from such a secret to its Secret); a
+// certificate file in /certs or a listener binds it under that path. The bindings come first in
+// what the caller passes to the audit, so the path Envoy reports wins over the spec's.
+//
+// A reported path names a mount either as the container sees it (mountPath/…) or as the node
+// does: a path holding the pod's UID and ending in <volume>/<file> is that volume on the node
+// (the kubelet's /var/lib/kubelet/pods/<uid>/volumes/…/<volume>/, or the testbed's rewrite).
+func LoadedBindings(t EnvoyTarget, certKey string, snap *envoyadmin.Snapshot) []config.Binding {
+	if snap == nil {
+		return nil
+	}
 	if certKey == "" {
 		certKey = DefaultCertKey
 	}
 	mcs, _ := mountedCerts(t, certKey)
 	var out []config.Binding
-	seen := map[[2]string]bool{}
-	for _, s := range secrets {
+	seen := map[config.Binding]bool{}
+	add := func(b config.Binding) {
+		if !seen[b] {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	for _, s := range snap.Secrets {
 		if !s.HasCertificate || s.Name == "" {
 			continue
 		}
 		for _, mc := range mcs {
-			byDir := s.WatchedDir != "" && path.Clean(s.WatchedDir) == mc.dir
-			byFile := s.CertFile != "" && path.Clean(s.CertFile) == mc.file
-			if !byDir && !byFile {
-				continue
+			switch {
+			case s.CertFile != "" && mc.isFile(t.UID, s.CertFile):
+				add(config.Binding{Source: mc.source, Secret: s.Name, File: s.CertFile})
+			case s.WatchedDir != "" && mc.isDir(t.UID, s.WatchedDir):
+				add(config.Binding{Source: mc.source, Secret: s.Name})
 			}
-			k := [2]string{mc.source, s.Name}
-			if seen[k] {
-				continue
+		}
+	}
+	var files []string
+	for _, c := range snap.Contexts {
+		for _, cd := range c.Chain {
+			files = append(files, cd.Path)
+		}
+	}
+	for _, fc := range snap.Listeners {
+		files = append(files, fc.CertFiles...)
+	}
+	for _, f := range files {
+		for _, mc := range mcs {
+			if f != "" && mc.isFile(t.UID, f) {
+				add(config.Binding{Source: mc.source, File: f})
 			}
-			seen[k] = true
-			out = append(out, config.Binding{Source: mc.source, Secret: s.Name, File: mc.file})
 		}
 	}
 	return out
+}
+
+func (mc mountedCert) isFile(uid, p string) bool {
+	p = path.Clean(p)
+	if p == mc.file {
+		return true
+	}
+	return !mc.subPath && uid != "" && strings.Contains(p, uid) && strings.HasSuffix(p, "/"+path.Join(mc.volume, mc.rel))
+}
+
+func (mc mountedCert) isDir(uid, p string) bool {
+	p = path.Clean(p)
+	if p == mc.dir {
+		return true
+	}
+	return !mc.subPath && uid != "" && strings.Contains(p, uid) && strings.HasSuffix(p, "/"+path.Dir(path.Join(mc.volume, mc.rel)))
 }
 
 // ListenerEndpoints are the TLS endpoints of a pod read from its Envoy's listeners, for pods
@@ -217,11 +261,11 @@ func mountedCerts(t EnvoyTarget, certKey string) ([]mountedCert, []MountRisk) {
 				}
 				risks = append(risks, MountRisk{Container: m.Container, Volume: m.Volume, MountPath: m.MountPath,
 					SubPath: m.SubPath, Source: source, File: file, Reason: "subPath mount: a copy made at container start that never updates"})
-				out = append(out, mountedCert{source: source, dir: path.Dir(file), file: file, subPath: true})
+				out = append(out, mountedCert{source: source, dir: path.Dir(file), file: file, subPath: true, volume: m.Volume, rel: rel})
 				continue
 			}
 			file := path.Join(mountPath, rel)
-			out = append(out, mountedCert{source: source, dir: path.Dir(file), file: file})
+			out = append(out, mountedCert{source: source, dir: path.Dir(file), file: file, volume: m.Volume, rel: rel})
 		}
 	}
 	return out, risks

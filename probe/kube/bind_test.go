@@ -113,37 +113,60 @@ func TestBind(t *testing.T) {
 	}
 }
 
-func TestSDSBindings(t *testing.T) {
-	target := EnvoyTarget{Namespace: "a", Pod: "p",
-		Volumes: []PodVolume{secretVol("tls", "web-tls"), secretVol("other", "other-tls")},
+func TestLoadedBindings(t *testing.T) {
+	target := EnvoyTarget{Namespace: "a", Pod: "p", UID: "0f1e-uid",
+		Volumes: []PodVolume{secretVol("tls", "web-tls"), secretVol("other", "other-tls"), secretVol("sub", "sub-tls")},
 		Mounts: []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/certs"},
-			{Container: "envoy", Volume: "other", MountPath: "/other"}}}
+			{Container: "envoy", Volume: "other", MountPath: "/other"},
+			{Container: "envoy", Volume: "sub", MountPath: "/s.pem", SubPath: "tls.crt"}}}
+	node := "/var/lib/kubelet/pods/0f1e-uid/volumes/kubernetes.io~secret"
 	cases := map[string]struct {
-		reason  string
-		secrets []envoyadmin.Secret
-		want    []config.Binding
+		reason string
+		snap   *envoyadmin.Snapshot
+		want   []config.Binding
 	}{
 		"WatchedDir": {
-			reason:  "a file-based SDS secret watching the mount binds the mounted Secret under its SDS name",
-			secrets: []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs/"}},
-			want:    []config.Binding{{Source: "a/web-tls", Secret: "web", File: "/certs/tls.crt"}},
+			reason: "a file-based SDS secret watching the mount binds the mounted Secret under its SDS name",
+			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs/"}}},
+			want:   []config.Binding{{Source: "a/web-tls", Secret: "web"}},
 		},
 		"CertFile": {
-			reason:  "a secret naming the mounted file binds too",
-			secrets: []envoyadmin.Secret{{Name: "o", HasCertificate: true, CertFile: "/other/tls.crt"}},
-			want:    []config.Binding{{Source: "a/other-tls", Secret: "o", File: "/other/tls.crt"}},
+			reason: "a secret naming the mounted file binds under both",
+			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "o", HasCertificate: true, CertFile: "/other/tls.crt"}}},
+			want:   []config.Binding{{Source: "a/other-tls", Secret: "o", File: "/other/tls.crt"}},
+		},
+		"NodePaths": {
+			reason: "paths on the node, under the pod's UID and ending in volume/file, name the same mounts",
+			snap: &envoyadmin.Snapshot{
+				Secrets:   []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: node + "/tls"}},
+				Contexts:  []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{Path: node + "/other/tls.crt"}, {Path: "<inline>"}}}},
+				Listeners: []envoyadmin.FilterChainTLS{{CertFiles: []string{node + "/other/tls.crt"}}},
+			},
+			want: []config.Binding{{Source: "a/web-tls", Secret: "web"}, {Source: "a/other-tls", File: node + "/other/tls.crt"}},
+		},
+		"OtherPodsNodePath": {
+			reason: "a node path of another pod (other UID) binds nothing",
+			snap: &envoyadmin.Snapshot{Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{
+				{Path: "/var/lib/kubelet/pods/other-uid/volumes/kubernetes.io~secret/other/tls.crt"}}}}},
+		},
+		"SubPathOnlyAsMounted": {
+			reason: "a subPath copy is matched by its container path only",
+			snap: &envoyadmin.Snapshot{Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{
+				{Path: "/s.pem"}, {Path: node + "/sub/tls.crt"}}}}},
+			want: []config.Binding{{Source: "a/sub-tls", File: "/s.pem"}},
 		},
 		"Unrelated": {
 			reason: "validation-only secrets and other directories bind nothing",
-			secrets: []envoyadmin.Secret{{Name: "ca", HasValidation: true, WatchedDir: "/certs"},
-				{Name: "x", HasCertificate: true, WatchedDir: "/elsewhere"}},
+			snap: &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "ca", HasValidation: true, WatchedDir: "/certs"},
+				{Name: "x", HasCertificate: true, WatchedDir: "/elsewhere"}}},
 		},
+		"NoSnapshot": {reason: "no admin, no loaded bindings"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := SDSBindings(target, "", tc.secrets)
+			got := LoadedBindings(target, "", tc.snap)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("%s\nSDSBindings(): -want +got:\n%s", tc.reason, diff)
+				t.Errorf("%s\nLoadedBindings(): -want +got:\n%s", tc.reason, diff)
 			}
 		})
 	}

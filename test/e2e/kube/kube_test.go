@@ -1,0 +1,294 @@
+// Package kube proves the Kubernetes mode end to end: the built certdrift binary, given only a
+// kubeconfig, audits real Envoy pods of the testbed (test/testbed) that serve a rotated Secret,
+// finds the pods of the static-tls scenario stale and the file-based SDS pods of plain-sds
+// converged.
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/envoytest"
+	"github.com/certdrift/certdrift/test/testbed"
+)
+
+const (
+	webHost   = "web.example.com"
+	syncDelay = 2 * time.Second
+	// grace is passed as --grace: longer than a volume sync plus SDS reload, so the converged
+	// pods are judged converged, and short enough for a test.
+	grace = 4 * time.Second
+)
+
+var certdriftBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "certdrift-e2e-kube-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	certdriftBin = filepath.Join(dir, "certdrift")
+	build := exec.Command("go", "build", "-o", certdriftBin, "github.com/certdrift/certdrift/cmd/certdrift")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build certdrift:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// report is the part of certdrift's JSON report the test reads.
+type report struct {
+	Bindings []struct {
+		Envoy  string `json:"envoy"`
+		Source string `json:"source"`
+		Secret string `json:"secret"`
+		File   string `json:"file"`
+		Origin string `json:"origin"`
+		State  string `json:"state"`
+	} `json:"bindings"`
+	Findings []struct {
+		Code    string `json:"code"`
+		Subject struct {
+			Envoy  string `json:"envoy"`
+			Source string `json:"source"`
+			SNI    string `json:"sni"`
+		} `json:"subject"`
+		Message string `json:"message"`
+	} `json:"findings"`
+}
+
+// audit runs certdrift in Kubernetes mode and returns its exit code, parsed report and output.
+func audit(t *testing.T, tb *testbed.Testbed, keys [][]byte) (int, report, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, certdriftBin, "audit", "--kubeconfig", tb.KubeconfigPath,
+		"--namespace", "plain-sds,static-tls", "--grace", grace.String(), "-o", "json", "--log.level", "debug")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("run certdrift: %v", err)
+	}
+	out := "--- stdout:\n" + stdout.String() + "--- stderr:\n" + stderr.String()
+	// No output may carry key material: neither a PEM private key nor the base64 body of ours.
+	for _, k := range keys {
+		body := pemBody(k)
+		if strings.Contains(out, "PRIVATE KEY") || (body != "" && strings.Contains(out, body)) {
+			t.Fatalf("certdrift printed private key material")
+		}
+	}
+	var r report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("certdrift exit %d: report is not JSON: %v\n%s", code, err, out)
+	}
+	return code, r, out
+}
+
+// pemBody is a stretch of a PEM block's base64, enough to recognise it in output.
+func pemBody(p []byte) string {
+	lines := strings.Split(string(p), "\n")
+	if len(lines) < 3 {
+		return ""
+	}
+	return lines[1]
+}
+
+func tlsSecret(ns string, leaf *certs.Leaf) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-tls", Namespace: ns},
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{
+			corev1.TLSCertKey:       leaf.ChainPEM(),
+			corev1.TLSPrivateKeyKey: leaf.KeyPEM,
+			"ca.crt":                leaf.Issuer.Root().CertPEM,
+		},
+	}
+}
+
+// deploy applies a scenario as its README says: namespace, Secret, then the directory.
+func deploy(ctx context.Context, t *testing.T, tb *testbed.Testbed, ns string, leaf *certs.Leaf) []corev1.Pod {
+	t.Helper()
+	root, err := envoytest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "test", "scenarios", ns)
+	if out, err := tb.Kubectl(ctx, "apply", "-f", filepath.Join(dir, "00-namespace.yaml")); err != nil {
+		t.Fatalf("apply namespace %s: %v\n%s", ns, err, out)
+	}
+	if _, err := tb.Client.CoreV1().Secrets(ns).Create(ctx, tlsSecret(ns, leaf), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Secret %s/web-tls: %v", ns, err)
+	}
+	if out, err := tb.Kubectl(ctx, "apply", "-f", dir); err != nil {
+		t.Fatalf("apply scenario %s: %v\n%s", ns, err, out)
+	}
+	pods, err := tb.WaitPodsReady(ctx, ns, "app=envoy")
+	if err != nil {
+		t.Fatalf("scenario %s: pods not ready: %v", ns, err)
+	}
+	if len(pods) != 2 {
+		t.Fatalf("scenario %s: %d pods ready, want 2", ns, len(pods))
+	}
+	return pods
+}
+
+// waitVolume waits until each pod's Secret volume holds want as tls.crt: the rotation reached
+// the pods, so what Envoy holds from then on is Envoy's doing.
+func waitVolume(ctx context.Context, t *testing.T, tb *testbed.Testbed, pods []corev1.Pod, want []byte) {
+	t.Helper()
+	for _, p := range pods {
+		dir, err := tb.PodDir(p.Namespace, p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			got, err := os.ReadFile(filepath.Join(dir, "volumes", "tls", "tls.crt"))
+			if err == nil && bytes.Equal(got, want) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("pod %s/%s volume tls never held the rotated tls.crt (last error %v)", p.Namespace, p.Name, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// TestKubeAudit: before rotation every pod of both scenarios is converged and the audit exits 0;
+// after rotating both web-tls Secrets and waiting past --grace, the static-tls pods are
+// STALE_SERVED and STALE_LOADED, the plain-sds pods converged, and the audit exits 1.
+func TestKubeAudit(t *testing.T) {
+	tb := testbed.StartT(t, testbed.Options{VolumeSyncDelay: syncDelay})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	ca := certs.NewCA(t, certs.WithCommonName("e2e-kube-ca"))
+	v1 := map[string]*certs.Leaf{}
+	v2 := map[string]*certs.Leaf{}
+	pods := map[string][]corev1.Pod{}
+	var keys [][]byte
+	for _, ns := range []string{"plain-sds", "static-tls"} {
+		v1[ns] = ca.Leaf(t, certs.WithCommonName(webHost), certs.WithDNSNames(webHost))
+		v2[ns] = ca.Leaf(t, certs.WithCommonName(webHost), certs.WithDNSNames(webHost))
+		keys = append(keys, v1[ns].KeyPEM, v2[ns].KeyPEM)
+		pods[ns] = deploy(ctx, t, tb, ns, v1[ns])
+	}
+
+	code, r, out := audit(t, tb, keys)
+	t.Logf("before rotation: exit %d", code)
+	if code != 0 || len(r.Findings) != 0 {
+		t.Errorf("before rotation: exit %d with %d findings, want 0 and none\n%s", code, len(r.Findings), out)
+	}
+	for ns, ps := range pods {
+		for _, p := range ps {
+			checkBinding(t, r, ns+"/"+p.Name, ns+"/web-tls", "converged", out)
+		}
+	}
+
+	for ns := range pods {
+		s, err := tb.Client.CoreV1().Secrets(ns).Get(ctx, "web-tls", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get Secret %s/web-tls: %v", ns, err)
+		}
+		s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey] = v2[ns].ChainPEM(), v2[ns].KeyPEM
+		if _, err := tb.Client.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("rotate Secret %s/web-tls: %v", ns, err)
+		}
+	}
+	rotated := time.Now()
+	for ns, ps := range pods {
+		waitVolume(ctx, t, tb, ps, v2[ns].ChainPEM())
+	}
+	// Past the grace period, with a margin for the Secret's change time having second precision.
+	time.Sleep(time.Until(rotated.Add(grace + 2*time.Second)))
+
+	code, r, out = audit(t, tb, keys)
+	t.Logf("after rotation: exit %d", code)
+	for _, f := range r.Findings {
+		t.Logf("OBSERVED: %s %s %s: %s", f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
+	}
+	for _, b := range r.Bindings {
+		t.Logf("OBSERVED: binding %s -> %s origin %s secret %q file %q state %s", b.Envoy, b.Source, b.Origin, b.Secret, b.File, b.State)
+	}
+	if code != 1 {
+		t.Errorf("after rotation: exit %d, want 1\n%s", code, out)
+	}
+	for _, p := range pods["static-tls"] {
+		envoy := "static-tls/" + p.Name
+		for _, c := range []string{"STALE_SERVED", "STALE_LOADED"} {
+			if !hasFinding(r, c, envoy, "static-tls/web-tls") {
+				t.Errorf("pod %s: no %s finding for static-tls/web-tls\n%s", envoy, c, out)
+			}
+		}
+		checkBinding(t, r, envoy, "static-tls/web-tls", "stale", out)
+	}
+	for _, p := range pods["plain-sds"] {
+		envoy := "plain-sds/" + p.Name
+		for _, f := range r.Findings {
+			if f.Subject.Envoy == envoy {
+				t.Errorf("pod %s converged through SDS but has finding %s: %s", envoy, f.Code, f.Message)
+			}
+		}
+		checkBinding(t, r, envoy, "plain-sds/web-tls", "converged", out)
+	}
+	for _, f := range r.Findings {
+		if !strings.HasPrefix(f.Subject.Envoy, "static-tls/") {
+			t.Errorf("unexpected finding %s (envoy %q source %q): %s", f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
+		}
+	}
+}
+
+func hasFinding(r report, code, envoy, source string) bool {
+	return slices.ContainsFunc(r.Findings, func(f struct {
+		Code    string `json:"code"`
+		Subject struct {
+			Envoy  string `json:"envoy"`
+			Source string `json:"source"`
+			SNI    string `json:"sni"`
+		} `json:"subject"`
+		Message string `json:"message"`
+	}) bool {
+		return f.Code == code && f.Subject.Envoy == envoy && f.Subject.Source == source
+	})
+}
+
+// checkBinding fails unless the report binds envoy to source in the wanted state.
+func checkBinding(t *testing.T, r report, envoy, source, state, out string) {
+	t.Helper()
+	for _, b := range r.Bindings {
+		if b.Envoy == envoy && b.Source == source {
+			if b.State != state {
+				t.Errorf("binding %s -> %s is %s (origin %s, secret %q, file %q), want %s", envoy, source, b.State, b.Origin, b.Secret, b.File, state)
+			}
+			return
+		}
+	}
+	t.Errorf("no binding of %s to %s in the report\n%s", envoy, source, out)
+}
