@@ -2,16 +2,21 @@ package main
 
 import (
 	"crypto/x509"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/test/certs"
 )
 
 func TestKubeUsageErrors(t *testing.T) {
@@ -99,5 +104,69 @@ func TestFillSNIs(t *testing.T) {
 				t.Errorf("%s: -want +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestAuditByNamespace: the same host name served in two namespaces from two Secrets. Each pod
+// holds its own namespace's current certificate, so nothing is stale; judged together, the
+// audit's name-based inference would pair each pod with the other namespace's Secret.
+func TestAuditByNamespace(t *testing.T) {
+	now := time.Now()
+	ca := certs.NewCA(t)
+	leaves := map[string]*certs.Leaf{
+		"a": ca.Leaf(t, certs.WithDNSNames("web.example.com")),
+		"b": ca.Leaf(t, certs.WithDNSNames("web.example.com")),
+	}
+	var in audit.Inputs
+	for _, ns := range []string{"a", "b"} {
+		c := leaves[ns].Cert
+		in.Desired = append(in.Desired, files.Observation{
+			Source:    files.Source{Name: ns + "/web-tls"},
+			ChangedAt: now.Add(-time.Hour),
+			Items:     []files.Item{{CertPath: ns + "/web-tls/tls.crt", Chain: []*x509.Certificate{c}}},
+		})
+		e := config.Envoy{Name: ns + "/envoy-0", Bindings: []config.Binding{{Source: ns + "/web-tls", File: "/certs/tls.crt"}}}
+		in.Envoys = append(in.Envoys, audit.EnvoyView{Config: e, Admin: &envoyadmin.Snapshot{
+			CollectedAt: now,
+			Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{
+				Path: "/certs/tls.crt", Serial: c.SerialNumber, SerialText: c.SerialNumber.Text(16),
+				DNSNames: c.DNSNames, ValidFrom: c.NotBefore, Expiration: c.NotAfter,
+			}}}},
+		}})
+	}
+	policy := config.DefaultPolicy
+	cross := 0
+	for _, b := range audit.Run(in, policy, now).Bindings {
+		if ns, _, _ := strings.Cut(b.Envoy, "/"); !strings.HasPrefix(b.Source, ns+"/") {
+			cross++
+		}
+	}
+	t.Logf("judged together, %d bindings cross namespaces", cross)
+	r := AuditByNamespace(in, policy, now)
+	for _, f := range r.Findings {
+		t.Errorf("unexpected finding %s on %q (source %q): %s", f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
+	}
+	for _, b := range r.Bindings {
+		if ns, _, _ := strings.Cut(b.Envoy, "/"); !strings.HasPrefix(b.Source, ns+"/") {
+			t.Errorf("envoy %s bound to %s of another namespace (origin %s)", b.Envoy, b.Source, b.Origin)
+		}
+	}
+	want := audit.Summary{DesiredSources: 2, Envoys: 2, Bindings: len(r.Bindings), Findings: map[string]int{}}
+	if diff := cmp.Diff(want, r.Summary); diff != "" {
+		t.Errorf("summary: -want +got:\n%s", diff)
+	}
+	if len(r.Bindings) != 2 {
+		t.Errorf("got %d bindings, want one per pod: %+v", len(r.Bindings), r.Bindings)
+	}
+
+	// A stale pod in one namespace is still found.
+	in.Envoys[1].Admin.Contexts[0].Chain[0].Serial = big.NewInt(42)
+	r = AuditByNamespace(in, policy, now)
+	var codes []string
+	for _, f := range r.Findings {
+		codes = append(codes, string(f.Code)+" "+f.Subject.Envoy+" "+f.Subject.Source)
+	}
+	if diff := cmp.Diff([]string{"STALE_LOADED b/envoy-0 b/web-tls"}, codes); diff != "" {
+		t.Errorf("findings with b stale: -want +got:\n%s", diff)
 	}
 }
