@@ -215,6 +215,12 @@ func TestParseConfigDumpReal(t *testing.T) {
 						Listener: "static_tls", State: "static", Address: "127.0.0.1:29902", FilterChain: "sds-files",
 						ServerNames:  []string{"sds.example.com", "*.sds.example.com"},
 						SDSCertNames: []string{"kubernetes://default/sds-cert"}, SDSValidationName: "kubernetes://default/sds-ca",
+						SDSCertSources: []SDSSource{{
+							Name: "kubernetes://default/sds-cert", Path: dir + "/sds/cert.yaml", WatchedDir: dir + "/sds",
+						}},
+						SDSValidationSource: &SDSSource{
+							Name: "kubernetes://default/sds-ca", Path: dir + "/sds/ca.yaml", WatchedDir: dir + "/sds",
+						},
 					},
 					{
 						Listener: "static_tls", State: "static", Address: "127.0.0.1:29902", FilterChain: "static-secret",
@@ -501,5 +507,63 @@ func TestParseConfigDumpLegacyV2(t *testing.T) {
 	}}
 	if diff := cmp.Diff(wantS, summarize(secrets)); diff != "" {
 		t.Errorf("secrets (-want +got):\n%s", diff)
+	}
+}
+
+func TestListenerSDSSources(t *testing.T) {
+	// sds_config forms Envoy accepts: path_config_source with and without a watched directory, the
+	// deprecated path string, ADS (not file-based: no source) and no sds_config (static secret).
+	const tmpl = `{"name": "l", "address": {"socket_address": {"address": "0.0.0.0", "port_value": 8443}},
+	  "filter_chains": [{"transport_socket": {"name": "tls", "typed_config": {
+	    "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+	    "common_tls_context": {"tls_certificate_sds_secret_configs": [%s]%s}}}}]}`
+	cases := map[string]struct {
+		certs, validation string
+		wantSources       []SDSSource
+		wantValidation    *SDSSource
+	}{
+		"PathConfigSourceWatched": {
+			certs:       `{"name": "server_cert", "sds_config": {"resource_api_version": "V3", "path_config_source": {"path": "/etc/envoy/sds.yaml", "watched_directory": {"path": "/certs"}}}}`,
+			wantSources: []SDSSource{{Name: "server_cert", Path: "/etc/envoy/sds.yaml", WatchedDir: "/certs"}},
+		},
+		"PathConfigSourceUnwatched": {
+			certs:       `{"name": "a", "sds_config": {"path_config_source": {"path": "/sds/a.yaml"}}}`,
+			wantSources: []SDSSource{{Name: "a", Path: "/sds/a.yaml"}},
+		},
+		"DeprecatedPath": {
+			certs:       `{"name": "old", "sds_config": {"path": "/etc/sds/old.json"}}`,
+			wantSources: []SDSSource{{Name: "old", Path: "/etc/sds/old.json"}},
+		},
+		"ADSAndStaticHaveNoSource": {
+			certs:       `{"name": "ads", "sds_config": {"ads": {}}}, {"name": "static"}, {"name": "file", "sds_config": {"path_config_source": {"path": "/f.yaml"}}}`,
+			wantSources: []SDSSource{{Name: "file", Path: "/f.yaml"}},
+		},
+		"ValidationContextSDS": {
+			certs:          `{"name": "c"}`,
+			validation:     `, "validation_context_sds_secret_config": {"name": "ca", "sds_config": {"path_config_source": {"path": "/sds/ca.yaml", "watched_directory": {"path": "/ca"}}}}`,
+			wantValidation: &SDSSource{Name: "ca", Path: "/sds/ca.yaml", WatchedDir: "/ca"},
+		},
+		"CombinedValidationContextSDS": {
+			certs:          `{"name": "c"}`,
+			validation:     `, "combined_validation_context": {"default_validation_context": {}, "validation_context_sds_secret_config": {"name": "ca2", "sds_config": {"path": "/sds/ca2.yaml"}}}`,
+			wantValidation: &SDSSource{Name: "ca2", Path: "/sds/ca2.yaml"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			fcs, err := ParseListenerJSON([]byte(fmt.Sprintf(tmpl, tc.certs, tc.validation)))
+			if err != nil {
+				t.Fatalf("ParseListenerJSON: %v", err)
+			}
+			if len(fcs) != 1 {
+				t.Fatalf("got %d TLS filter chains, want 1", len(fcs))
+			}
+			if diff := cmp.Diff(tc.wantSources, fcs[0].SDSCertSources); diff != "" {
+				t.Errorf("SDSCertSources (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantValidation, fcs[0].SDSValidationSource); diff != "" {
+				t.Errorf("SDSValidationSource (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -200,14 +200,36 @@ func fillTLS(f *FilterChainTLS, tc *tlsv3.DownstreamTlsContext) {
 	}
 	for _, s := range ctc.GetTlsCertificateSdsSecretConfigs() {
 		f.SDSCertNames = append(f.SDSCertNames, s.GetName())
+		if src, ok := sdsSource(s); ok {
+			f.SDSCertSources = append(f.SDSCertSources, src)
+		}
 	}
 	vc := ctc.GetValidationContext()
+	vs := ctc.GetValidationContextSdsSecretConfig()
 	if cv := ctc.GetCombinedValidationContext(); cv != nil {
 		vc = cv.GetDefaultValidationContext()
-		f.SDSValidationName = cv.GetValidationContextSdsSecretConfig().GetName()
+		vs = cv.GetValidationContextSdsSecretConfig()
 	}
-	if s := ctc.GetValidationContextSdsSecretConfig(); s != nil {
-		f.SDSValidationName = s.GetName()
+	if vs != nil {
+		f.SDSValidationName = vs.GetName()
+		if src, ok := sdsSource(vs); ok {
+			f.SDSValidationSource = &src
+		}
 	}
 	f.CAFile = vc.GetTrustedCa().GetFilename()
+}
+
+// sdsSource is the file-based config source of an SDS secret config; false for ADS, API and
+// static (no sds_config) secrets.
+func sdsSource(s *tlsv3.SdsSecretConfig) (SDSSource, bool) {
+	cs := s.GetSdsConfig()
+	src := SDSSource{Name: s.GetName()}
+	if pcs := cs.GetPathConfigSource(); pcs != nil {
+		src.Path = pcs.GetPath()
+		src.WatchedDir = pcs.GetWatchedDirectory().GetPath()
+	} else {
+		//nolint:staticcheck // the deprecated string form is still accepted by Envoy and in old dumps
+		src.Path = cs.GetPath()
+	}
+	return src, src.Path != "" || src.WatchedDir != ""
 }

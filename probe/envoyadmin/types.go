@@ -106,13 +106,31 @@ type FilterChainTLS struct {
 	ServerNames []string
 	// Where the certificate comes from: SDS secret names and/or inline/file certificates.
 	SDSCertNames []string
+	// SDSCertSources are the file-based config sources of the SDS certificates, one per name in
+	// SDSCertNames that Envoy reads from a file (none for ADS/API sources or static secrets).
+	// Envoy's dumped secret of a file-based SDS resource keeps neither the resource file nor the
+	// certificate file names, so this is the only link from such a secret to where its files live.
+	SDSCertSources []SDSSource
 	// CertFiles are the certificate_chain file names of inline tls_certificates; "<inline>" for
 	// a chain given inline, whose certificates are then in InlineCerts.
 	CertFiles         []string
 	InlineCerts       []*x509.Certificate
 	SDSValidationName string
-	CAFile            string
-	RequireClientCert bool
+	// SDSValidationSource is the file-based config source of SDSValidationName, nil when it has
+	// none.
+	SDSValidationSource *SDSSource
+	CAFile              string
+	RequireClientCert   bool
+}
+
+// SDSSource is the file-based config source (sds_config) of one SDS secret a listener names.
+type SDSSource struct {
+	Name string // the SDS secret name
+	// Path is the SDS resource file: path_config_source.path, or the deprecated sds_config.path.
+	Path string
+	// WatchedDir is path_config_source.watched_directory: a move into it (the kubelet's "..data"
+	// swap) makes Envoy re-read Path. Empty when not set.
+	WatchedDir string
 }
 
 // Stats holds the counters and gauges certdrift reads from /stats (the text format does not say
