@@ -90,7 +90,8 @@ func Bind(t EnvoyTarget, certKey string) PodBindings {
 }
 
 // LoadedBindings ties what an Envoy reports loading to the pod's Secret mounts: an SDS secret
-// whose watched directory or certificate file is where a Secret's certificate is mounted binds
+// whose watched directory or certificate file is where a Secret's certificate is mounted, or
+// that a listener's file-based sds_config watches (or reads its resource from) there, binds
 // that Secret under the SDS name (Envoy 1.36–1.40 inline what file-based SDS read and keep only
 // the watched directory, so this is the only way back from such a secret to its Secret); a
 // certificate file in /certs or a listener binds it under that path. The bindings come first in
@@ -125,6 +126,23 @@ func LoadedBindings(t EnvoyTarget, certKey string, snap *envoyadmin.Snapshot) []
 				add(config.Binding{Source: mc.source, Secret: s.Name, File: s.CertFile})
 			case s.WatchedDir != "" && mc.isDir(t.UID, s.WatchedDir):
 				add(config.Binding{Source: mc.source, Secret: s.Name})
+			}
+		}
+	}
+	// File-based SDS as listeners configure it: Envoy 1.40 inlines what it read and its dumped
+	// secret keeps no file name nor directory, but the listener's sds_config still says which
+	// directory it watches (or where its resource file lives). A Secret mounted there is what the
+	// SDS secret holds, whether or not Envoy managed to load it.
+	for _, fc := range snap.Listeners {
+		for _, src := range fc.SDSCertSources {
+			if src.Name == "" {
+				continue
+			}
+			for _, mc := range mcs {
+				if (src.WatchedDir != "" && mc.isDir(t.UID, src.WatchedDir)) ||
+					(src.Path != "" && mc.isDir(t.UID, path.Dir(path.Clean(src.Path)))) {
+					add(config.Binding{Source: mc.source, Secret: src.Name})
+				}
 			}
 		}
 	}

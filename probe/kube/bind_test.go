@@ -160,6 +160,32 @@ func TestLoadedBindings(t *testing.T) {
 			snap: &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "ca", HasValidation: true, WatchedDir: "/certs"},
 				{Name: "x", HasCertificate: true, WatchedDir: "/elsewhere"}}},
 		},
+		"ListenerSDSWatchedDir": {
+			reason: "a listener's file-based SDS watching the mount binds the Secret under the SDS name, though the dumped secret (inlined by Envoy 1.40) names no file or directory",
+			snap: &envoyadmin.Snapshot{
+				Secrets: []envoyadmin.Secret{{Name: "server_cert", HasCertificate: true}},
+				Listeners: []envoyadmin.FilterChainTLS{{SDSCertNames: []string{"server_cert", "ads"},
+					SDSCertSources: []envoyadmin.SDSSource{{Name: "server_cert", Path: "/etc/envoy/sds.yaml", WatchedDir: "/certs"}}}},
+			},
+			want: []config.Binding{{Source: "a/web-tls", Secret: "server_cert"}},
+		},
+		"ListenerSDSResourceInMount": {
+			reason: "an SDS resource file read from the mount (node path here) binds that Secret; a source elsewhere binds nothing",
+			snap: &envoyadmin.Snapshot{Listeners: []envoyadmin.FilterChainTLS{{SDSCertSources: []envoyadmin.SDSSource{
+				{Name: "o", Path: node + "/other/sds.yaml"},
+				{Name: "x", Path: "/etc/envoy/sds.yaml", WatchedDir: "/etc/envoy"},
+				{Name: "y", WatchedDir: "/var/lib/kubelet/pods/other-uid/volumes/kubernetes.io~secret/tls"},
+			}}}},
+			want: []config.Binding{{Source: "a/other-tls", Secret: "o"}},
+		},
+		"ListenerSDSSameAsSecret": {
+			reason: "the listener and the dumped secret agreeing yield one binding",
+			snap: &envoyadmin.Snapshot{
+				Secrets:   []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs"}},
+				Listeners: []envoyadmin.FilterChainTLS{{SDSCertSources: []envoyadmin.SDSSource{{Name: "web", WatchedDir: "/certs"}}}},
+			},
+			want: []config.Binding{{Source: "a/web-tls", Secret: "web"}},
+		},
 		"NoSnapshot": {reason: "no admin, no loaded bindings"},
 	}
 	for name, tc := range cases {
