@@ -183,7 +183,9 @@ func waitVolume(ctx context.Context, t *testing.T, tb *testbed.Testbed, pods []c
 
 // TestKubeAudit: before rotation every pod of both scenarios is converged and the audit exits 0;
 // after rotating both web-tls Secrets and waiting past --grace, the static-tls pods are
-// STALE_SERVED and STALE_LOADED, the plain-sds pods converged, and the audit exits 1.
+// STALE_SERVED and STALE_LOADED, the plain-sds pods converged with their SDS secret bound, and
+// the audit exits 1. Rotating plain-sds again to a certificate with the wrong key leaves its
+// pods on the old pair: KEY_MISMATCH, ROTATION_FAILED, STALE_SERVED and STALE_LOADED.
 func TestKubeAudit(t *testing.T) {
 	tb := testbed.StartT(t, testbed.Options{VolumeSyncDelay: syncDelay})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -257,12 +259,72 @@ func TestKubeAudit(t *testing.T) {
 			}
 		}
 		checkBinding(t, r, envoy, "plain-sds/web-tls", "converged", out)
+		checkSDSSecret(t, r, envoy, "plain-sds/web-tls", out)
 	}
 	for _, f := range r.Findings {
 		if !strings.HasPrefix(f.Subject.Envoy, "static-tls/") {
 			t.Errorf("unexpected finding %s (envoy %q source %q): %s", f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
 		}
 	}
+
+	// A rotation Envoy must refuse: a new certificate with the old key. File-based SDS keeps the
+	// old pair, so the loaded view (the certificate inlined under the SDS name, which only the
+	// listener's watched directory ties to the Secret) is stale, not merely the served one.
+	v3 := ca.Leaf(t, certs.WithCommonName(webHost), certs.WithDNSNames(webHost), certs.WithFreshKey())
+	keys = append(keys, v3.KeyPEM)
+	s, err := tb.Client.CoreV1().Secrets("plain-sds").Get(ctx, "web-tls", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get Secret plain-sds/web-tls: %v", err)
+	}
+	s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey] = v3.ChainPEM(), v2["plain-sds"].KeyPEM
+	if _, err := tb.Client.CoreV1().Secrets("plain-sds").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("rotate Secret plain-sds/web-tls to a mismatched pair: %v", err)
+	}
+	rotated = time.Now()
+	waitVolume(ctx, t, tb, pods["plain-sds"], v3.ChainPEM())
+	time.Sleep(time.Until(rotated.Add(grace + 2*time.Second)))
+
+	code, r, out = audit(t, tb, keys)
+	t.Logf("after a mismatched rotation: exit %d", code)
+	for _, f := range r.Findings {
+		t.Logf("OBSERVED: %s %s %s: %s", f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
+	}
+	if code != 1 {
+		t.Errorf("after a mismatched rotation: exit %d, want 1\n%s", code, out)
+	}
+	if !hasFinding(r, "KEY_MISMATCH", "", "plain-sds/web-tls") {
+		t.Errorf("no KEY_MISMATCH finding for plain-sds/web-tls\n%s", out)
+	}
+	for _, p := range pods["plain-sds"] {
+		envoy := "plain-sds/" + p.Name
+		for _, c := range []string{"STALE_SERVED", "STALE_LOADED", "ROTATION_FAILED"} {
+			if !hasFinding(r, c, envoy, "plain-sds/web-tls") {
+				t.Errorf("pod %s: no %s finding for plain-sds/web-tls\n%s", envoy, c, out)
+			}
+		}
+		checkBinding(t, r, envoy, "plain-sds/web-tls", "stale", out)
+		checkSDSSecret(t, r, envoy, "plain-sds/web-tls", out)
+	}
+}
+
+// sdsSecret is the SDS secret name plain-sds's listener gives its certificate
+// (test/scenarios/plain-sds/configmap.yaml).
+const sdsSecret = "server_cert"
+
+// checkSDSSecret fails unless envoy's binding to source names the SDS secret: what ties the
+// certificate Envoy inlined in config_dump (the loaded view) to the Secret.
+func checkSDSSecret(t *testing.T, r report, envoy, source, out string) {
+	t.Helper()
+	for _, b := range r.Bindings {
+		if b.Envoy == envoy && b.Source == source {
+			if b.Secret != sdsSecret {
+				t.Errorf("binding %s -> %s names SDS secret %q (origin %s, file %q), want %q: the loaded view is not compared\n%s",
+					envoy, source, b.Secret, b.Origin, b.File, sdsSecret, out)
+			}
+			return
+		}
+	}
+	t.Errorf("no binding of %s to %s in the report\n%s", envoy, source, out)
 }
 
 func hasFinding(r report, code, envoy, source string) bool {
