@@ -1,7 +1,7 @@
 // Package kube proves the Kubernetes mode end to end: the built certdrift binary, given only a
 // kubeconfig, audits real Envoy pods of the testbed (test/testbed) that serve a rotated Secret,
 // finds the pods of the static-tls scenario stale and the file-based SDS pods of plain-sds
-// converged.
+// converged, then the plain-sds pods stale (loaded and served) after a rotation Envoy rejects.
 package kube
 
 import (
