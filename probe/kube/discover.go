@@ -128,16 +128,9 @@ func NewDiscovery(cfg *rest.Config, opts DiscoveryOptions) (*Discovery, error) {
 		return nil, fmt.Errorf("envoy discovery options: %w", err)
 	}
 	opts = opts.withDefaults()
-	c := rest.CopyConfig(cfg)
-	c.ContentType = protobufContentType
-	c.AcceptContentTypes = protobufContentType + ",application/json"
-	c.QPS, c.Burst = opts.QPS, opts.Burst
-	if c.UserAgent == "" {
-		c.UserAgent = "certdrift-discovery"
-	}
-	client, err := kubernetes.NewForConfig(c)
+	client, err := newClient(cfg, opts.QPS, opts.Burst, "certdrift-discovery")
 	if err != nil {
-		return nil, fmt.Errorf("envoy discovery: build client for %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("envoy discovery: %w", err)
 	}
 	d := &Discovery{opts: opts, enabled: map[Preset]bool{}, client: client, log: opts.Logger}
 	for _, p := range opts.Presets {
@@ -171,11 +164,7 @@ func (d *Discovery) addPodSource(ns, fieldSel, labelSel string) {
 			if err != nil {
 				return nil, metav1.ListMeta{}, err
 			}
-			items := make([]runtime.Object, len(l.Items))
-			for i := range l.Items {
-				items[i] = &l.Items[i]
-			}
-			return items, l.ListMeta, nil
+			return objects(l.Items), l.ListMeta, nil
 		},
 		watchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
 		transform: d.transformPod,

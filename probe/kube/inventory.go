@@ -77,16 +77,9 @@ func New(cfg *rest.Config, opts Options) (*Inventory, error) {
 		return nil, fmt.Errorf("kube inventory options: %w", err)
 	}
 	opts = opts.withDefaults()
-	c := rest.CopyConfig(cfg)
-	c.ContentType = protobufContentType
-	c.AcceptContentTypes = protobufContentType + ",application/json"
-	c.QPS, c.Burst = opts.QPS, opts.Burst
-	if c.UserAgent == "" {
-		c.UserAgent = "certdrift-inventory"
-	}
-	client, err := kubernetes.NewForConfig(c)
+	client, err := newClient(cfg, opts.QPS, opts.Burst, "certdrift-inventory")
 	if err != nil {
-		return nil, fmt.Errorf("kube inventory: build client for %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("kube inventory: %w", err)
 	}
 	inv := &Inventory{
 		opts:    opts,
@@ -154,6 +147,35 @@ func describe(resource, ns, fieldSel, labelSel string) string {
 	return b.String()
 }
 
+// newClient builds the clientset both the inventory and discovery use: a copy of cfg speaking
+// protobuf (JSON accepted as a fallback) with the given rate limits.
+func newClient(cfg *rest.Config, qps float32, burst int, userAgent string) (*kubernetes.Clientset, error) {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = protobufContentType
+	c.AcceptContentTypes = protobufContentType + ",application/json"
+	c.QPS, c.Burst = qps, burst
+	if c.UserAgent == "" {
+		c.UserAgent = userAgent
+	}
+	client, err := kubernetes.NewForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("build client for %s: %w", cfg.Host, err)
+	}
+	return client, nil
+}
+
+// objects turns a typed list's items into the runtime.Objects a pagedLW page holds.
+func objects[T any, PT interface {
+	*T
+	runtime.Object
+}](items []T) []runtime.Object {
+	out := make([]runtime.Object, len(items))
+	for i := range items {
+		out[i] = PT(&items[i])
+	}
+	return out
+}
+
 func (inv *Inventory) addSecretSource(ns, fieldSel, labelSel string) {
 	api := inv.client.CoreV1().Secrets(ns)
 	lw := &pagedLW{resource: "secrets", namespace: ns, fields: fieldSel, labels: labelSel, pageSize: inv.opts.PageSize,
@@ -163,11 +185,7 @@ func (inv *Inventory) addSecretSource(ns, fieldSel, labelSel string) {
 			if err != nil {
 				return nil, metav1.ListMeta{}, err
 			}
-			items := make([]runtime.Object, len(l.Items))
-			for i := range l.Items {
-				items[i] = &l.Items[i]
-			}
-			return items, l.ListMeta, nil
+			return objects(l.Items), l.ListMeta, nil
 		},
 		watchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
 		transform: inv.transformSecret,
@@ -184,11 +202,7 @@ func (inv *Inventory) addConfigMapSource(ns, fieldSel, labelSel string) {
 			if err != nil {
 				return nil, metav1.ListMeta{}, err
 			}
-			items := make([]runtime.Object, len(l.Items))
-			for i := range l.Items {
-				items[i] = &l.Items[i]
-			}
-			return items, l.ListMeta, nil
+			return objects(l.Items), l.ListMeta, nil
 		},
 		watchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
 		transform: inv.transformConfigMap,
