@@ -72,7 +72,8 @@ func ParseSeverity(s string) (Severity, bool) {
 
 // Subject names what a finding is about. Fields that do not apply are empty.
 type Subject struct {
-	Envoy    string `json:"envoy,omitempty"`    // configured Envoy name (local mode) or pod
+	Envoy    string `json:"envoy,omitempty"`    // configured Envoy name (local mode) or "namespace/pod"
+	Workload string `json:"workload,omitempty"` // Kubernetes mode: the pod's owner, "Deployment/web"
 	Source   string `json:"source,omitempty"`   // desired source name
 	Item     string `json:"item,omitempty"`     // merged item name, if any
 	Secret   string `json:"secret,omitempty"`   // SDS secret name

@@ -24,6 +24,39 @@ type EnvoyView struct {
 	// Admin is nil when no admin URL is configured.
 	Admin  *envoyadmin.Snapshot
 	Served []tlsprobe.Result
+	// Pod is set in Kubernetes mode: the pod behind this Envoy, for the checks that need its
+	// workload, start time and mounts. nil in local mode.
+	Pod *PodContext
+}
+
+// PodContext is what the Kubernetes mode knows of the pod behind an EnvoyView. Its Namespace also
+// scopes the audit's inferred bindings: a pod can mount only Secrets of its own namespace, so a
+// certificate it serves is never inferred to be another namespace's Secret.
+type PodContext struct {
+	Namespace string
+	Pod       string
+	// Workload is the pod's owner ("Deployment/web", "DaemonSet/gw", "StatefulSet/db"), or "" for
+	// a bare pod; replicas of one workload must serve the same leaf.
+	Workload string
+	// StartedAt is when the Envoy container's current process started (the pod's start time
+	// when the container status does not say).
+	StartedAt time.Time
+	// NoHotReload is set for components declared as never reloading certificates
+	// (annotation certdrift.dev/hot-reload: "false"): they are stale once the Secret changes
+	// after they started (STALE_PROCESS), whatever their admin says.
+	NoHotReload bool
+	// Risks are Secret mounts that never receive updates (subPath).
+	Risks []MountRisk
+}
+
+// MountRisk is a Secret mounted so that the container never sees its updates.
+type MountRisk struct {
+	Container string `json:"container"`
+	MountPath string `json:"mount_path"`
+	SubPath   string `json:"sub_path,omitempty"`
+	// Source is the desired source name ("namespace/secret").
+	Source string `json:"source"`
+	Reason string `json:"reason"`
 }
 
 // Report is the outcome of one audit.
@@ -51,6 +84,8 @@ type Binding struct {
 	// Where the Envoy holds it: an SDS secret name and/or a certificate file path.
 	Secret string `json:"secret,omitempty"`
 	File   string `json:"file,omitempty"`
+	// Workload is the Envoy pod's owner ("Deployment/web") in Kubernetes mode.
+	Workload string `json:"workload,omitempty"`
 	// Endpoint and SNIs at which it must be served, when known.
 	Endpoint string   `json:"endpoint,omitempty"`
 	SNIs     []string `json:"snis,omitempty"`

@@ -22,12 +22,8 @@ type auditCmd struct {
 	Concurrency int           `default:"8" env:"CERTDRIFT_CONCURRENCY" help:"Most admin requests, file reads and handshakes in flight at once, per view."`
 	Grace       time.Duration `default:"0s" env:"CERTDRIFT_GRACE" help:"How long a rotation may take to reach Envoy before it is drift; 0 uses policy.grace (default 2m)."`
 
-	// Kubernetes mode: used when --kubeconfig is given instead of --config.
-	Kubeconfig  string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_KUBECONFIG" help:"Kubernetes mode: audit the Envoy pods of the cluster in this kubeconfig."`
-	Context     string        `name:"context" env:"CERTDRIFT_CONTEXT" help:"Kubernetes mode: kubeconfig context (default: its current context)."`
-	Namespace   []string      `name:"namespace" sep:"," env:"CERTDRIFT_NAMESPACE" help:"Kubernetes mode: only these namespaces (repeatable or comma-separated); namespace-scoped Roles suffice."`
-	AdminAccess string        `name:"admin-access" default:"auto" enum:"auto,direct,port-forward" env:"CERTDRIFT_ADMIN_ACCESS" help:"Kubernetes mode: reach Envoy admins by pod IP, API-server port-forward, or auto (pod IP, else port-forward): ${enum}."`
-	SyncTimeout time.Duration `default:"30s" env:"CERTDRIFT_SYNC_TIMEOUT" help:"Kubernetes mode: how long to wait for the initial list of Secrets and pods."`
+	// Kubernetes mode: used when --kubeconfig or --in-cluster is given instead of --config.
+	kubeFlags `embed:""`
 }
 
 // Validate is called by kong after parsing, so a bad value is a usage error (exit 2).
@@ -41,10 +37,13 @@ func (c *auditCmd) Validate() error {
 	if c.Grace < 0 {
 		return fmt.Errorf("--grace %s: must not be negative", c.Grace)
 	}
+	if err := c.kubeFlags.validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.Config == "" && c.Kubeconfig == "":
-		return errors.New("one of --config (local mode) or --kubeconfig (Kubernetes mode) is required")
-	case c.Config != "" && c.Kubeconfig != "":
+	case c.Config == "" && !c.kubeFlags.enabled():
+		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
+	case c.Config != "" && c.kubeFlags.enabled():
 		return errors.New("--config and --kubeconfig are exclusive: one audit reads one world")
 	case c.ConfigCheck && c.Config == "":
 		return errors.New("--config.check needs --config")
@@ -53,7 +52,7 @@ func (c *auditCmd) Validate() error {
 }
 
 func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error {
-	if c.Kubeconfig != "" {
+	if c.kubeFlags.enabled() {
 		return c.runKube(ctx, io, log)
 	}
 	cfg, err := config.Load(c.Config)

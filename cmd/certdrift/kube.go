@@ -35,24 +35,41 @@ func kubeRestConfig(path, kctx string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// KubeOptions bound one GatherKube.
+// KubeOptions bound a KubeSession.
 type KubeOptions struct {
-	Namespaces  []string
+	Namespaces []string
+	// Selectors and Presets narrow Envoy discovery (kube.DiscoveryOptions).
+	Selectors   []string
+	Presets     []kube.Preset
 	AdminMode   kube.AdminMode
 	SyncTimeout time.Duration
+	// OnDesiredChange is called (on an informer goroutine: quick, non-blocking) after a Secret
+	// or ConfigMap summary changes, and OnTargetChange after an Envoy pod does; the exporter
+	// uses them to refresh without waiting for its next round.
+	OnDesiredChange func(kube.Change)
+	OnTargetChange  func(op kube.ChangeOp, namespace, pod string)
 	GatherOptions
 }
 
-// GatherKube observes the three views in a cluster: Secrets from the API (desired), every
-// discovered Envoy pod's admin (loaded, directly or through port-forward) and a handshake per pod
-// IP, TLS port and SNI (served), with bindings from each pod's spec. Like Gather it records what
-// could not be observed in the inputs; it fails only when the cluster itself cannot be read.
-func GatherKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeOptions) (audit.Inputs, error) {
-	log := opt.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// KubeSession holds the informers of the Kubernetes mode: the Secret/ConfigMap inventory and
+// Envoy discovery stay current between rounds, so a one-shot audit lists once and the exporter
+// keeps watching. Start it with StartKube, take rounds with Gather, stop it with Close.
+type KubeSession struct {
+	inv    *kube.Inventory
+	disc   *kube.Discovery
+	dialer *kube.AdminDialer
+	policy config.Policy
+	opt    KubeOptions
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// StartKube starts the informers and waits (up to SyncTimeout) for their initial lists. It fails
+// only when the cluster cannot be read at all (bad config, RBAC, API server down).
+func StartKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeOptions) (*KubeSession, error) {
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	opt.Log = log
 	if opt.Concurrency < 1 {
 		opt.Concurrency = 1
 	}
@@ -62,40 +79,69 @@ func GatherKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt 
 	if opt.SyncTimeout <= 0 {
 		opt.SyncTimeout = 30 * time.Second
 	}
-	inv, err := kube.New(rc, kube.Options{Namespaces: opt.Namespaces, Logger: log})
+	log := opt.Log
+	inv, err := kube.New(rc, kube.Options{Namespaces: opt.Namespaces, Logger: log, OnChange: opt.OnDesiredChange})
 	if err != nil {
-		return audit.Inputs{}, err
+		return nil, err
 	}
-	disc, err := kube.NewDiscovery(rc, kube.DiscoveryOptions{Namespaces: opt.Namespaces, Logger: log})
+	disc, err := kube.NewDiscovery(rc, kube.DiscoveryOptions{Namespaces: opt.Namespaces, Selectors: opt.Selectors,
+		Presets: opt.Presets, Logger: log, OnChange: opt.OnTargetChange})
 	if err != nil {
-		return audit.Inputs{}, err
+		return nil, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	running.Add(2)
-	go func() { defer running.Done(); _ = inv.Run(runCtx) }()
-	go func() { defer running.Done(); _ = disc.Run(runCtx) }()
-	// Informers stop before we return: nothing of ours outlives the audit.
-	defer func() { stop(); running.Wait() }()
+	dialer, err := kube.NewAdminDialer(rc, kube.AdminAccessOptions{Mode: opt.AdminMode, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &KubeSession{inv: inv, disc: disc, dialer: dialer, policy: policy, opt: opt, stop: stop}
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); _ = inv.Run(runCtx) }()
+	go func() { defer s.wg.Done(); _ = disc.Run(runCtx) }()
 
 	syncCtx, cancel := context.WithTimeout(ctx, opt.SyncTimeout)
 	err = errors.Join(inv.WaitSynced(syncCtx), disc.WaitSynced(syncCtx))
 	cancel()
 	if err != nil {
-		return audit.Inputs{}, fmt.Errorf("read the cluster: %w", err)
+		s.Close()
+		return nil, fmt.Errorf("read the cluster: %w", err)
 	}
-	desired := inv.Observations()
-	snap := disc.Targets(ctx)
+	return s, nil
+}
+
+// Close stops the informers and closes port-forward sessions; nothing of the session outlives it.
+func (s *KubeSession) Close() {
+	s.stop()
+	s.wg.Wait()
+	s.dialer.Close()
+}
+
+// Inventory and Discovery expose the informers, for health and metrics.
+func (s *KubeSession) Inventory() *kube.Inventory { return s.inv }
+func (s *KubeSession) Discovery() *kube.Discovery { return s.disc }
+
+// GatherKube is one audit's worth of a KubeSession: start, one round, close.
+func GatherKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeOptions) (audit.Inputs, error) {
+	s, err := StartKube(ctx, rc, policy, opt)
+	if err != nil {
+		return audit.Inputs{}, err
+	}
+	defer s.Close()
+	return s.Gather(ctx), nil
+}
+
+// Gather observes the three views in the cluster as they are now: Secrets from the inventory
+// (desired), every discovered Envoy pod's admin (loaded, directly or through port-forward) and a
+// handshake per pod IP, TLS port and SNI (served), with bindings from each pod's spec. Like the
+// local Gather it records what could not be observed in the inputs instead of failing.
+func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
+	opt, log := s.opt, s.opt.Log
+	desired := s.inv.Observations()
+	snap := s.disc.Targets(ctx)
 	for _, e := range snap.Errors {
 		log.Warn("envoy discovery", "source", e.Source, "err", e.Err)
 	}
 	log.Info("cluster read", "secret_sources", len(desired), "envoys", len(snap.Targets))
-
-	dialer, err := kube.NewAdminDialer(rc, kube.AdminAccessOptions{Mode: opt.AdminMode, Logger: log})
-	if err != nil {
-		return audit.Inputs{}, err
-	}
-	defer dialer.Close()
 
 	leaves := desiredNames(desired)
 	envoys := make([]config.Envoy, len(snap.Targets))
@@ -106,27 +152,43 @@ func GatherKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt 
 			log.Warn("envoy pod annotation", "envoy", t.Key(), "err", e)
 		}
 		pb := kube.Bind(t, "")
-		for _, r := range pb.Risks {
-			// No finding code exists for it yet: said loudly instead of dropped.
-			log.Warn("secret mount never updates", "envoy", t.Key(), "container", r.Container, "volume", r.Volume,
-				"mount_path", r.MountPath, "sub_path", r.SubPath, "source", r.Source, "reason", r.Reason)
-		}
 		e := pb.Envoy
-		admin := snapshotPod(ctx, dialer, t, opt.Timeout, log)
-		e.Admin = admin.AdminURL
-		// What Envoy reports loading comes first: the audit keeps the first path it is given for a
-		// Secret, and the reported path is the one /certs and the listeners name.
-		e.Bindings = append(kube.LoadedBindings(t, "", admin), e.Bindings...)
-		if len(e.Endpoints) == 0 {
-			e.Endpoints = kube.ListenerEndpoints(t.PodIP, admin.Listeners)
+		var admin *envoyadmin.Snapshot
+		if t.AdminPort > 0 {
+			admin = snapshotPod(ctx, s.dialer, t, opt.Timeout, log)
+			e.Admin = admin.AdminURL
+			// What Envoy reports loading comes first: the audit keeps the first path it is given
+			// for a Secret, and the reported path is the one /certs and the listeners name.
+			e.Bindings = append(kube.LoadedBindings(t, "", admin), e.Bindings...)
+			if len(e.Endpoints) == 0 {
+				e.Endpoints = kube.ListenerEndpoints(t.PodIP, admin.Listeners)
+			}
 		}
 		fillSNIs(e.Endpoints, e.Bindings, leaves)
 		envoys[i] = e
-		views[i] = audit.EnvoyView{Config: e, Admin: admin}
+		views[i] = audit.EnvoyView{Config: e, Admin: admin, Pod: podContext(t, pb.Risks)}
 	})
-	dialer.CloseIdle()
+	s.dialer.CloseIdle()
 	probeEndpoints(ctx, envoys, views, opt.GatherOptions, log)
-	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: policy}, Desired: desired, Envoys: views}, nil
+	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views}
+}
+
+// podContext is what the audit needs of a pod beyond its views.
+func podContext(t kube.EnvoyTarget, risks []kube.MountRisk) *audit.PodContext {
+	pc := &audit.PodContext{Namespace: t.Namespace, Pod: t.Pod, StartedAt: t.StartTime, NoHotReload: t.NoHotReload}
+	if t.Owner.Kind != "" {
+		pc.Workload = t.Owner.Kind + "/" + t.Owner.Name
+	}
+	for _, c := range t.Containers {
+		if c.Name == t.EnvoyContainer && !c.StartedAt.IsZero() {
+			pc.StartedAt = c.StartedAt
+		}
+	}
+	for _, r := range risks {
+		pc.Risks = append(pc.Risks, audit.MountRisk{Container: r.Container, MountPath: r.MountPath, SubPath: r.SubPath,
+			Source: r.Source, Reason: r.Reason})
+	}
+	return pc
 }
 
 // snapshotPod reads one pod's admin; a failure is recorded on every part of the snapshot, so the
@@ -203,10 +265,6 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	if !ok {
 		return noRun(fmt.Errorf("--fail-on %q: want info, warning or critical", c.FailOn))
 	}
-	mode, err := kube.ParseAdminMode(c.AdminAccess)
-	if err != nil {
-		return noRun(fmt.Errorf("--admin-access: %w", err))
-	}
 	policy := config.DefaultPolicy
 	if c.Timeout > 0 {
 		policy.Timeout = config.Duration(c.Timeout)
@@ -214,16 +272,17 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	if c.Grace > 0 {
 		policy.Grace = config.Duration(c.Grace)
 	}
-	rc, err := kubeRestConfig(c.Kubeconfig, c.Context)
+	opts, err := c.kubeFlags.options(GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
+	if err != nil {
+		return noRun(err)
+	}
+	rc, err := c.kubeFlags.restConfig()
 	if err != nil {
 		return noRun(err)
 	}
 	kube.RouteKlog(log)
 	start := time.Now()
-	in, err := GatherKube(ctx, rc, policy, KubeOptions{
-		Namespaces: c.Namespace, AdminMode: mode, SyncTimeout: c.SyncTimeout,
-		GatherOptions: GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log},
-	})
+	in, err := GatherKube(ctx, rc, policy, opts)
 	if err != nil {
 		return noRun(err)
 	}

@@ -32,6 +32,9 @@ const (
 	AnnotationProbePorts = "certdrift.dev/probe-ports"
 	AnnotationSecrets    = "certdrift.dev/secrets"
 	AnnotationPreset     = "certdrift.dev/preset"
+	// AnnotationHotReload "false" declares a component that never reloads its certificates:
+	// it is stale once a Secret it mounts changes after it started (STALE_PROCESS).
+	AnnotationHotReload = "certdrift.dev/hot-reload"
 )
 
 // PresetSelectors are label selectors covering a preset's pods, for DiscoveryOptions.Selectors.
@@ -79,6 +82,8 @@ type EnvoyTarget struct {
 	// when none.
 	StatsPort  int
 	ProbePorts []ProbePort
+	// NoHotReload: annotation certdrift.dev/hot-reload is "false".
+	NoHotReload bool
 	// DeclaredSecrets are "namespace/name" references from certdrift.dev/secrets.
 	DeclaredSecrets []string
 	// AnnotationErrors name certdrift.dev annotations that could not be read.
@@ -200,6 +205,13 @@ func targetFor(p *corev1.Pod, enabled map[Preset]bool) *EnvoyTarget {
 			t.AnnotationErrors = append(t.AnnotationErrors, fmt.Sprintf("%s: %v", AnnotationSecrets, err))
 		}
 		t.DeclaredSecrets = refs
+	}
+	if v, ok := a[AnnotationHotReload]; ok {
+		hot, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			t.AnnotationErrors = append(t.AnnotationErrors, fmt.Sprintf("%s: %q is not true or false", AnnotationHotReload, preview(v)))
+		}
+		t.NoHotReload = err == nil && !hot
 	}
 	if t.AdminPort == 0 && len(t.AnnotationErrors) == 0 {
 		// Only reachable for PresetAnnotated forced by certdrift.dev/preset without a port.
