@@ -85,14 +85,15 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 		}
 	}
 	// Inferred: a loaded leaf whose DNS names equal a desired certificate's but whose serial
-	// differs is most likely an old copy of it.
+	// differs is most likely an old copy of it — of a certificate the pod could have mounted.
+	sc := scopeOf(ev)
 	for _, c := range snap.Contexts {
 		if len(c.Chain) == 0 || len(c.Chain[0].DNSNames) == 0 {
 			continue
 		}
 		cd := c.Chain[0]
 		for _, d := range a.desired.all {
-			if d.leaf == nil || have(d.source, d.item) || !sameNames(d.leaf.DNSNames, cd.DNSNames) {
+			if d.leaf == nil || have(d.source, d.item) || !sameNames(d.leaf.DNSNames, cd.DNSNames) || !sc.allows(d) {
 				continue
 			}
 			add(&Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginInferred})
@@ -150,8 +151,9 @@ func (a *auditor) bindingForEndpoint(ev *EnvoyView, bs []*Binding, ep config.End
 		// No binding of this Envoy covers the SNI (its admin may be unreachable): a desired
 		// certificate that covers it is the likely one, if it is the only one.
 		var only *desiredCert
+		sc := scopeOf(ev)
 		for _, d := range a.desired.all {
-			if d.leaf != nil && d.leaf.VerifyHostname(sni) == nil {
+			if d.leaf != nil && sc.allows(d) && d.leaf.VerifyHostname(sni) == nil {
 				if only != nil {
 					return nil
 				}

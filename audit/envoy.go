@@ -82,7 +82,13 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 		if s := a.checkServed(name, r, b, loaded[b]); b != nil && s != "" && state[b] != StateStale {
 			state[b] = s
 		}
+		rec := servedRecord{ev: ev, r: r}
+		if b != nil {
+			rec.source, rec.item = b.Source, b.Item
+		}
+		a.served = append(a.served, rec)
 	}
+	a.checkProcess(ev, bs, state, loaded)
 	for _, b := range bs {
 		b.State = state[b]
 		a.bindings = append(a.bindings, *b)
@@ -324,7 +330,7 @@ func (a *auditor) staleSeverity(v validity) Severity {
 }
 
 func (a *auditor) bindingSubject(ev *EnvoyView, b *Binding) Subject {
-	return Subject{Envoy: ev.Config.Name, Source: b.Source, Item: b.Item, Secret: b.Secret, File: b.File}
+	return Subject{Envoy: ev.Config.Name, Source: b.Source, Item: b.Item, Secret: b.Secret, File: b.File, Workload: b.Workload}
 }
 
 func desiredEvidence(d *desiredCert) map[string]string {

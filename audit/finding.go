@@ -23,6 +23,7 @@ const (
 	HostnameMismatch     Code = "HOSTNAME_MISMATCH"
 	RotationFailed       Code = "ROTATION_FAILED"
 	StaleProcess         Code = "STALE_PROCESS"
+	SubPathMount         Code = "SUBPATH_MOUNT"
 	WeakCrypto           Code = "WEAK_CRYPTO"
 	ParseError           Code = "PARSE_ERROR"
 	Unreachable          Code = "UNREACHABLE"
@@ -32,7 +33,7 @@ const (
 var AllCodes = []Code{
 	StaleLoaded, StaleServed, LoadedServedMismatch, ReplicaDivergence,
 	Expired, Expiring, NotYetValid, CABundleGap, CABundleHygiene, ChainIncomplete,
-	KeyMismatch, HostnameMismatch, RotationFailed, StaleProcess, WeakCrypto,
+	KeyMismatch, HostnameMismatch, RotationFailed, StaleProcess, SubPathMount, WeakCrypto,
 	ParseError, Unreachable,
 }
 

@@ -22,6 +22,9 @@ type auditor struct {
 	// reported once, where it was seen first (desired before loaded before served).
 	seenValidity map[string]bool
 	pathIndex    map[*envoyadmin.Snapshot]map[string][]envoyadmin.CertDetail
+	// served keeps every handshake with the binding it was judged against, for the checks
+	// across Envoys (replicas, peer pairings).
+	served []servedRecord
 }
 
 // Run judges in against policy at time now. It is a pure function: the same inputs give the same
@@ -37,9 +40,21 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	a.checkPairings()
 	handshakes := 0
 	for i := range in.Envoys {
-		a.checkEnvoy(&in.Envoys[i])
-		handshakes += len(in.Envoys[i].Served)
+		ev := &in.Envoys[i]
+		fromF, fromB := len(a.findings), len(a.bindings)
+		a.checkEnvoy(ev)
+		handshakes += len(ev.Served)
+		if ev.Pod != nil && ev.Pod.Workload != "" {
+			for j := fromF; j < len(a.findings); j++ {
+				a.findings[j].Subject.Workload = cmp.Or(a.findings[j].Subject.Workload, ev.Pod.Workload)
+			}
+			for j := fromB; j < len(a.bindings); j++ {
+				a.bindings[j].Workload = ev.Pod.Workload
+			}
+		}
 	}
+	a.checkReplicas(a.served)
+	a.checkLivePairings(in.Envoys, a.served)
 	sortFindings(a.findings)
 	r := Report{
 		GeneratedAt: now,

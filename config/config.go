@@ -92,6 +92,9 @@ type Pairing struct {
 	Name   string `yaml:"name"`
 	Bundle Ref    `yaml:"bundle"` // whose CA bundle
 	Leaf   Ref    `yaml:"leaf"`   // whose certificate
+	// Mutual also checks the reverse (leaf's bundle accepts bundle's leaf), as mTLS needs. Parse
+	// expands it into a second pairing, so the checks see only one-way pairings.
+	Mutual bool `yaml:"mutual"`
 }
 
 // Ref points at a desired source (and merged item).
@@ -147,7 +150,13 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // Load reads and validates the file at path.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return load(path, Parse) }
+
+// LoadCluster reads the configuration of the Kubernetes mode: the cluster supplies the desired
+// certificates and the Envoys, so the file holds only pairings and policy (see ParseCluster).
+func LoadCluster(path string) (*Config, error) { return load(path, ParseCluster) }
+
+func load(path string, parse func([]byte) (*Config, error)) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open config: %w", err)
@@ -160,7 +169,7 @@ func Load(path string) (*Config, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("config %s is larger than %d bytes", path, MaxFileBytes)
 	}
-	c, err := Parse(data)
+	c, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -169,6 +178,30 @@ func Load(path string) (*Config, error) {
 
 // Parse decodes strictly, applies defaults and validates.
 func Parse(data []byte) (*Config, error) {
+	c, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ParseCluster is Parse for the Kubernetes mode: desired and envoys are refused (they come from
+// the cluster), and pairing sources name Secrets as "namespace/name".
+func ParseCluster(data []byte) (*Config, error) {
+	c, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func decode(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var c Config
@@ -183,10 +216,25 @@ func Parse(data []byte) (*Config, error) {
 		return nil, errors.New("config holds more than one YAML document")
 	}
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+	c.expandMutual()
 	return &c, nil
+}
+
+// expandMutual adds the reverse of every mutual pairing: in mTLS each side's bundle must accept
+// the other side's leaf.
+func (c *Config) expandMutual() {
+	for _, p := range c.Pairings {
+		if p.Mutual {
+			r := Pairing{Name: p.Name, Bundle: p.Leaf, Leaf: p.Bundle}
+			if r.Name != "" {
+				r.Name += " (reverse)"
+			}
+			c.Pairings = append(c.Pairings, r)
+		}
+	}
+	for i := range c.Pairings {
+		c.Pairings[i].Mutual = false
+	}
 }
 
 func (c *Config) applyDefaults() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 )
 
 // Validate checks references and required fields, returning every problem at once.
@@ -83,12 +84,38 @@ func (c *Config) Validate() error {
 		ref(w+".bundle", p.Bundle.Source)
 		ref(w+".leaf", p.Leaf.Source)
 	}
-	if c.Policy.ExpiringCritical > c.Policy.ExpiringWarning {
-		bad("policy.expiring_critical (%s) is longer than policy.expiring_warning (%s)",
-			c.Policy.ExpiringCritical.D(), c.Policy.ExpiringWarning.D())
+	errs = append(errs, c.Policy.validate()...)
+	return errors.Join(errs...)
+}
+
+// ValidateCluster checks a Kubernetes-mode configuration: only pairings and policy.
+func (c *Config) ValidateCluster() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if len(c.Desired) > 0 || len(c.Envoys) > 0 {
+		bad("desired and envoys are not used with --kubeconfig: the cluster's Secrets and pods are; keep only pairings and policy")
 	}
-	if c.Policy.MaxBundleCAs < 0 || c.Policy.MinRSABits < 0 {
+	for i, p := range c.Pairings {
+		for _, r := range []struct{ where, source string }{{"bundle", p.Bundle.Source}, {"leaf", p.Leaf.Source}} {
+			ns, name, ok := strings.Cut(strings.TrimPrefix(r.source, "configmap:"), "/")
+			if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+				bad("pairings[%d].%s.source %q: want namespace/name of a Secret (or configmap:namespace/name)", i, r.where, r.source)
+			}
+		}
+	}
+	errs = append(errs, c.Policy.validate()...)
+	return errors.Join(errs...)
+}
+
+func (p Policy) validate() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if p.ExpiringCritical > p.ExpiringWarning {
+		bad("policy.expiring_critical (%s) is longer than policy.expiring_warning (%s)",
+			p.ExpiringCritical.D(), p.ExpiringWarning.D())
+	}
+	if p.MaxBundleCAs < 0 || p.MinRSABits < 0 {
 		bad("policy: max_bundle_cas and min_rsa_bits must not be negative")
 	}
-	return errors.Join(errs...)
+	return errs
 }

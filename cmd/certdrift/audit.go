@@ -14,7 +14,7 @@ import (
 
 // auditCmd is `certdrift audit`: one pass over every configured source and Envoy.
 type auditCmd struct {
-	Config      string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_CONFIG" help:"YAML configuration file (local mode)."`
+	Config      string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_CONFIG" help:"YAML configuration file: the whole local mode, or with --kubeconfig only pairings and policy."`
 	ConfigCheck bool          `name:"config.check" env:"CERTDRIFT_CONFIG_CHECK" help:"Only load and validate the configuration, then exit."`
 	Output      string        `short:"o" default:"table" enum:"table,json" env:"CERTDRIFT_OUTPUT" help:"Report format: ${enum}."`
 	FailOn      string        `default:"warning" enum:"info,warning,critical" env:"CERTDRIFT_FAIL_ON" help:"Exit 1 when a finding is at or above this severity: ${enum}."`
@@ -43,8 +43,6 @@ func (c *auditCmd) Validate() error {
 	switch {
 	case c.Config == "" && !c.kubeFlags.enabled():
 		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
-	case c.Config != "" && c.kubeFlags.enabled():
-		return errors.New("--config and --kubeconfig are exclusive: one audit reads one world")
 	case c.ConfigCheck && c.Config == "":
 		return errors.New("--config.check needs --config")
 	}

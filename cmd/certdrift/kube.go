@@ -263,7 +263,24 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	if !ok {
 		return noRun(fmt.Errorf("--fail-on %q: want info, warning or critical", c.FailOn))
 	}
-	policy := config.DefaultPolicy
+	// The cluster supplies the desired certificates and the Envoys; a config file adds only peer
+	// pairings and policy.
+	cfg := &config.Config{Policy: config.DefaultPolicy}
+	if c.Config != "" {
+		var err error
+		if cfg, err = config.LoadCluster(c.Config); err != nil {
+			if c.ConfigCheck {
+				fmt.Fprintf(io.Err, "config invalid:\n%s\n", indent(err.Error()))
+				return &exitError{code: exitNoRun, err: err, silent: true}
+			}
+			return noRun(err)
+		}
+		if c.ConfigCheck {
+			_, werr := fmt.Fprintf(io.Out, "config OK (Kubernetes mode): %d pairings\n", len(cfg.Pairings))
+			return werr
+		}
+	}
+	policy := cfg.Policy
 	if c.Timeout > 0 {
 		policy.Timeout = config.Duration(c.Timeout)
 	}
@@ -284,5 +301,6 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	if err != nil {
 		return noRun(err)
 	}
-	return c.judge(ctx, io, log, func() audit.Report { return AuditByNamespace(in, policy, time.Now()) }, failOn, start)
+	in.Config.Pairings = cfg.Pairings
+	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
 }

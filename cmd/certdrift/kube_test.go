@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,11 +42,11 @@ current-context: x
 		args   []string
 		want   string // in stderr
 	}{
-		"Neither":          {reason: "one of --config or --kubeconfig is required", args: []string{"audit"}, want: "--kubeconfig"},
-		"Both":             {reason: "the two modes are exclusive", args: []string{"audit", "--config", cfg, "--kubeconfig", kc}, want: "exclusive"},
-		"CheckWithoutFile": {reason: "--config.check needs a config file", args: []string{"audit", "--config.check", "--kubeconfig", kc}, want: "--config.check"},
-		"BadAdminAccess":   {reason: "--admin-access is a closed set", args: []string{"audit", "--kubeconfig", kc, "--admin-access", "ssh"}, want: "ssh"},
-		"NegativeGrace":    {reason: "--grace must not be negative", args: []string{"audit", "--kubeconfig", kc, "--grace", "-1s"}, want: "--grace"},
+		"Neither":              {reason: "one of --config or --kubeconfig is required", args: []string{"audit"}, want: "--kubeconfig"},
+		"LocalConfigInCluster": {reason: "with --kubeconfig the file may hold only pairings and policy", args: []string{"audit", "--config", cfg, "--kubeconfig", kc}, want: "only pairings and policy"},
+		"CheckWithoutFile":     {reason: "--config.check needs a config file", args: []string{"audit", "--config.check", "--kubeconfig", kc}, want: "--config.check"},
+		"BadAdminAccess":       {reason: "--admin-access is a closed set", args: []string{"audit", "--kubeconfig", kc, "--admin-access", "ssh"}, want: "ssh"},
+		"NegativeGrace":        {reason: "--grace must not be negative", args: []string{"audit", "--kubeconfig", kc, "--grace", "-1s"}, want: "--grace"},
 		"MissingKubeconfig": {reason: "a kubeconfig that does not exist cannot run",
 			args: []string{"audit", "--kubeconfig", filepath.Join(t.TempDir(), "nope")}, want: "nope"},
 		"NoCluster": {reason: "a kubeconfig without a cluster cannot run", args: []string{"audit", "--kubeconfig", kc}, want: "kubeconfig"},
@@ -107,10 +108,10 @@ func TestFillSNIs(t *testing.T) {
 	}
 }
 
-// TestAuditByNamespace: the same host name served in two namespaces from two Secrets. Each pod
-// holds its own namespace's current certificate, so nothing is stale; judged together, the
-// audit's name-based inference would pair each pod with the other namespace's Secret.
-func TestAuditByNamespace(t *testing.T) {
+// TestKubeAuditStaysInNamespace: the same host name served in two namespaces from two Secrets.
+// Each pod holds its own namespace's current certificate, so nothing is stale; without the pod
+// context, the audit's name-based inference pairs each pod with the other namespace's Secret.
+func TestKubeAuditStaysInNamespace(t *testing.T) {
 	now := time.Now()
 	ca := certs.NewCA(t)
 	leaves := map[string]*certs.Leaf{
@@ -126,7 +127,7 @@ func TestAuditByNamespace(t *testing.T) {
 			Items:     []files.Item{{CertPath: ns + "/web-tls/tls.crt", Chain: []*x509.Certificate{c}}},
 		})
 		e := config.Envoy{Name: ns + "/envoy-0", Bindings: []config.Binding{{Source: ns + "/web-tls", File: "/certs/tls.crt"}}}
-		in.Envoys = append(in.Envoys, audit.EnvoyView{Config: e, Admin: &envoyadmin.Snapshot{
+		in.Envoys = append(in.Envoys, audit.EnvoyView{Config: e, Pod: &audit.PodContext{Namespace: ns, Pod: "envoy-0"}, Admin: &envoyadmin.Snapshot{
 			CollectedAt: now,
 			Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{
 				Path: "/certs/tls.crt", Serial: c.SerialNumber, SerialText: c.SerialNumber.Text(16),
@@ -135,14 +136,20 @@ func TestAuditByNamespace(t *testing.T) {
 		}})
 	}
 	policy := config.DefaultPolicy
+	noPod := slices.Clone(in.Envoys)
+	for i := range noPod {
+		noPod[i].Pod = nil
+	}
 	cross := 0
-	for _, b := range audit.Run(in, policy, now).Bindings {
+	for _, b := range audit.Run(audit.Inputs{Desired: in.Desired, Envoys: noPod}, policy, now).Bindings {
 		if ns, _, _ := strings.Cut(b.Envoy, "/"); !strings.HasPrefix(b.Source, ns+"/") {
 			cross++
 		}
 	}
-	t.Logf("judged together, %d bindings cross namespaces", cross)
-	r := AuditByNamespace(in, policy, now)
+	if cross == 0 {
+		t.Errorf("without pod context no binding crossed namespaces: the case no longer shows what scoping prevents")
+	}
+	r := audit.Run(in, policy, now)
 	for _, f := range r.Findings {
 		t.Errorf("unexpected finding %s on %q (source %q): %s", f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
 	}
@@ -151,7 +158,7 @@ func TestAuditByNamespace(t *testing.T) {
 			t.Errorf("envoy %s bound to %s of another namespace (origin %s)", b.Envoy, b.Source, b.Origin)
 		}
 	}
-	want := audit.Summary{DesiredSources: 2, Envoys: 2, Bindings: len(r.Bindings), Findings: map[string]int{}}
+	want := audit.Summary{DesiredSources: 2, Envoys: 2, Bindings: len(r.Bindings), Handshakes: 0, Findings: map[string]int{}}
 	if diff := cmp.Diff(want, r.Summary); diff != "" {
 		t.Errorf("summary: -want +got:\n%s", diff)
 	}
@@ -161,7 +168,7 @@ func TestAuditByNamespace(t *testing.T) {
 
 	// A stale pod in one namespace is still found.
 	in.Envoys[1].Admin.Contexts[0].Chain[0].Serial = big.NewInt(42)
-	r = AuditByNamespace(in, policy, now)
+	r = audit.Run(in, policy, now)
 	var codes []string
 	for _, f := range r.Findings {
 		codes = append(codes, string(f.Code)+" "+f.Subject.Envoy+" "+f.Subject.Source)
