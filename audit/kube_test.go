@@ -231,9 +231,9 @@ func TestLivePairing(t *testing.T) {
 			envoys:  []EnvoyView{proxy(proxyOld, caOld.Cert), cp(cpOld, caOld.Cert)},
 		},
 		"ProxyAheadWithoutBundle": {
-			reason:  "the proxy reloaded [newCA]; the control plane still presents and trusts the old CA: gaps both ways",
-			desired: desired(rotated, caNew.Cert),
-			envoys:  []EnvoyView{proxy(proxyNew, caNew.Cert), cp(cpOld, caOld.Cert)},
+			reason:   "the proxy reloaded [newCA]; the control plane still presents and trusts the old CA: gaps both ways",
+			desired:  desired(rotated, caNew.Cert),
+			envoys:   []EnvoyView{proxy(proxyNew, caNew.Cert), cp(cpOld, caOld.Cert)},
 			wantGaps: []gap{{"eg/envoy-1", "eg/envoy-gateway-1"}, {"eg/envoy-gateway-1", "eg/envoy-1"}},
 			wantSev:  Critical,
 		},
