@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/test/scenarios/eg-mtls/certgen"
 	corev1 "k8s.io/api/core/v1"
@@ -155,6 +158,11 @@ func TestEGMTLS(t *testing.T) {
 			t.Fatalf("GET %s through the proxy before any rotation: %d %q, want 200", path, status, body)
 		}
 	}
+	// certdrift, told that the proxy and the control plane authenticate each other: clean.
+	if code, r := runAudit(t, egNS, "--config", egPairings(t)); code != 0 || len(r.Findings) != 0 {
+		t.Errorf("audit before any rotation: exit %d with findings %v, want 0 and none", code, r.findings())
+	}
+
 	t.Run("ProxyAdminLocalhostOnly", func(t *testing.T) {
 		if conn, err := net.DialTimeout("tcp", hostPort(proxy.Status.PodIP, 19000), time.Second); err == nil {
 			conn.Close()
@@ -174,6 +182,30 @@ func TestEGMTLS(t *testing.T) {
 		}
 		rl = next
 	}
+}
+
+// egPairings is the Kubernetes-mode config that declares the mTLS pair: the proxy's bundle must
+// accept the control plane's leaf and the other way round.
+func egPairings(t *testing.T) string {
+	return writeConfig(t, `pairings:
+- name: xds
+  bundle: {source: eg-mtls/envoy}
+  leaf: {source: eg-mtls/envoy-gateway}
+  mutual: true
+`)
+}
+
+// gapDirections lists the CA_BUNDLE_GAP findings as "trusting pod <- presenting pod" with their
+// severity.
+func gapDirections(r auditReport, pods map[string]string) []string {
+	var out []string
+	for _, f := range r.Findings {
+		if f.Code == "CA_BUNDLE_GAP" {
+			out = append(out, f.Severity+" "+pods[f.Subject.Envoy]+" <- "+pods[f.Evidence["leaf_presented_by"]])
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // pointAtServiceProxy replaces the Service address host:port in the proxy's bootstrap with the
@@ -240,6 +272,21 @@ func egRound(ctx context.Context, t *testing.T, bundle bool, cp, rl, proxy corev
 		t.Errorf("the control plane rejected the old proxy leaf before its Secret was rotated: %v", ex.err)
 	}
 
+	// certdrift in the window: the live trust of each side against what the other presents.
+	// The desired view is consistent (the control plane's Secret is not even rewritten yet); the
+	// pods are not. Within the grace period the gaps are warnings.
+	names := map[string]string{egNS + "/" + proxy.Name: "proxy", egNS + "/" + cp.Name: "control-plane"}
+	_, r := runAudit(t, egNS, "--config", egPairings(t), "--grace", "10m")
+	want := []string{"warning control-plane <- proxy", "warning proxy <- control-plane"}
+	if bundle {
+		// The proxy's [newCA, oldCA] accepts the control plane's old leaf; the control plane
+		// (still [oldCA]) rejects the proxy's new one: the bundle fixes one direction only.
+		want = []string{"warning control-plane <- proxy"}
+	}
+	if diff := cmp.Diff(want, gapDirections(r, names)); diff != "" {
+		t.Errorf("audit in the window (bundle %v): CA_BUNDLE_GAP (-want +got):\n%s", bundle, diff)
+	}
+
 	next() // envoy-gateway, then envoy-rate-limit
 	newCP, newRL := readCertgenSecret(ctx, t, "envoy-gateway"), readCertgenSecret(ctx, t, "envoy-rate-limit")
 	checkCAs(t, "envoy-gateway", newCP.cas, oldCA, bundle)
@@ -281,6 +328,16 @@ func egRound(ctx context.Context, t *testing.T, bundle bool, cp, rl, proxy corev
 		t.Errorf("proxy -> rate limit mTLS works although the rate limit has not been restarted")
 	}
 
+	// certdrift after the control plane converged: no gap left between the pair, and the rate
+	// limit (annotated hot-reload: "false") is STALE_PROCESS — and stale in what it loaded and
+	// serves, since its admin shows it.
+	rlName := egNS + "/" + rl.Name
+	_, r = runAudit(t, egNS, "--config", egPairings(t), "--grace", "1s")
+	if diff := cmp.Diff([]string{"STALE_LOADED warning " + rlName, "STALE_PROCESS warning " + rlName, "STALE_SERVED warning " + rlName},
+		r.findings()); diff != "" {
+		t.Errorf("audit before the rate limit's restart: findings (-want +got):\n%s", diff)
+	}
+
 	// Restarting the rate limit is what makes it converge.
 	restarted := time.Now()
 	if err := tb.Client.CoreV1().Pods(egNS).Delete(ctx, rl.Name, metav1.DeleteOptions{}); err != nil {
@@ -308,6 +365,9 @@ func egRound(ctx context.Context, t *testing.T, bundle bool, cp, rl, proxy corev
 		return nil
 	})
 	t.Logf("OBSERVED: rate limit replaced and trusted again %s after deleting its pod", time.Since(restarted).Round(10*time.Millisecond))
+	if code, r := runAudit(t, egNS, "--config", egPairings(t), "--grace", "1s"); code != 0 || len(r.Findings) != 0 {
+		t.Errorf("audit after the rate limit's restart: exit %d with findings %v, want 0 and none", code, r.findings())
+	}
 	return replacement
 }
 

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/test/certs"
 	corev1 "k8s.io/api/core/v1"
@@ -111,6 +114,11 @@ func TestPlainSDS(t *testing.T) {
 			p.Name, time.Since(rotated).Round(10*time.Millisecond), syncDelay)
 	}
 	checkServes(t, pods, 8443, webHost, v2.Cert)
+
+	// certdrift: both pods converged by themselves, so a clean audit — even with no grace.
+	if code, r := runAudit(t, ns, "--grace", "1ms"); code != 0 || len(r.Findings) != 0 {
+		t.Errorf("audit after an SDS rotation: exit %d with findings %v, want 0 and none", code, r.findings())
+	}
 }
 
 // TestStaticTLS: the same Deployment with a static tls_certificates context. After rotation the
@@ -137,6 +145,17 @@ func TestStaticTLS(t *testing.T) {
 	// Well past any file watch: SDS pods converge about 0.1 s after their volume sync.
 	time.Sleep(2 * time.Second)
 	checkServes(t, pods, 8443, webHost, v1.Cert)
+
+	// certdrift: both replicas stale (loaded and served), nothing else.
+	code, r := runAudit(t, ns, "--grace", "1s")
+	var want []string
+	for _, p := range pods {
+		want = append(want, "STALE_LOADED warning "+ns+"/"+p.Name, "STALE_SERVED warning "+ns+"/"+p.Name)
+	}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, r.findings()); diff != "" || code != 1 {
+		t.Errorf("audit after the rotation: exit %d (want 1), findings (-want +got):\n%s", code, diff)
+	}
 
 	victim, survivor := pods[0], pods[1]
 	deleted := time.Now()
@@ -165,4 +184,18 @@ func TestStaticTLS(t *testing.T) {
 	t.Logf("OBSERVED: replacement %s Ready %s after deleting %s", replacement.Name, time.Since(deleted).Round(10*time.Millisecond), victim.Name)
 	checkServes(t, []corev1.Pod{replacement}, 8443, webHost, v2.Cert)
 	checkServes(t, []corev1.Pod{survivor}, 8443, webHost, v1.Cert)
+
+	// certdrift: the survivor is stale and, now that a sibling serves the new leaf, divergent;
+	// the replacement is clean.
+	code, r = runAudit(t, ns, "--grace", "1s")
+	want = []string{"REPLICA_DIVERGENCE warning " + ns + "/" + survivor.Name,
+		"STALE_LOADED warning " + ns + "/" + survivor.Name, "STALE_SERVED warning " + ns + "/" + survivor.Name}
+	if diff := cmp.Diff(want, r.findings()); diff != "" || code != 1 {
+		t.Errorf("audit after replacing one replica: exit %d (want 1), findings (-want +got):\n%s", code, diff)
+	}
+	for _, f := range r.Findings {
+		if f.Code == "REPLICA_DIVERGENCE" && (f.Subject.Workload != "Deployment/envoy" || f.Evidence["replicas_serving_expected"] != "1") {
+			t.Errorf("REPLICA_DIVERGENCE %+v: want workload Deployment/envoy and 1 replica serving the expected leaf", f)
+		}
+	}
 }

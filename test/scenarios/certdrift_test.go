@@ -1,0 +1,132 @@
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The scenarios are also where certdrift's Kubernetes mode is proven: each test runs the built
+// binary, given only the testbed's kubeconfig, at the moments that matter (before a rotation, in
+// its window, after it converged or did not) and checks what it reports.
+
+var (
+	buildOnce   sync.Once
+	certdriftAt string
+	buildErr    error
+)
+
+// certdriftBinary builds cmd/certdrift once per test binary.
+func certdriftBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "certdrift-scenarios-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		certdriftAt = filepath.Join(dir, "certdrift")
+		out, err := exec.Command("go", "build", "-o", certdriftAt, "github.com/certdrift/certdrift/cmd/certdrift").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build ./cmd/certdrift: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return certdriftAt
+}
+
+// auditReport is the part of certdrift's JSON report the scenarios read.
+type auditReport struct {
+	Bindings []struct {
+		Envoy    string `json:"envoy"`
+		Source   string `json:"source"`
+		Secret   string `json:"secret"`
+		Workload string `json:"workload"`
+		Origin   string `json:"origin"`
+		State    string `json:"state"`
+	} `json:"bindings"`
+	Findings []auditFinding `json:"findings"`
+}
+
+type auditFinding struct {
+	Code     string `json:"code"`
+	Severity string `json:"severity"`
+	Subject  struct {
+		Envoy    string `json:"envoy"`
+		Workload string `json:"workload"`
+		Source   string `json:"source"`
+		SNI      string `json:"sni"`
+	} `json:"subject"`
+	Evidence map[string]string `json:"evidence"`
+	Message  string            `json:"message"`
+}
+
+// runAudit runs `certdrift audit --kubeconfig` for one namespace and returns its exit code and
+// report; every finding is logged as OBSERVED so a run documents itself. Secret contents never
+// reach the output (the helpers that mint them check their own keys where it matters).
+func runAudit(t *testing.T, ns string, args ...string) (int, auditReport) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	full := append([]string{"audit", "--kubeconfig", tb.KubeconfigPath, "--namespace", ns, "-o", "json"}, args...)
+	cmd := exec.CommandContext(ctx, certdriftBinary(t), full...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("run certdrift: %v", err)
+	}
+	if strings.Contains(stdout.String()+stderr.String(), "PRIVATE KEY") {
+		t.Fatalf("certdrift printed private key material")
+	}
+	var r auditReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("certdrift %s: exit %d, report is not JSON: %v\n--- stdout:\n%s--- stderr:\n%s", strings.Join(args, " "), code, err, stdout.String(), stderr.String())
+	}
+	t.Logf("OBSERVED: certdrift audit -n %s %s: exit %d, %d findings, %d bindings", ns, strings.Join(args, " "), code, len(r.Findings), len(r.Bindings))
+	for _, f := range r.Findings {
+		t.Logf("OBSERVED:   %s %s %s (%s): %s", f.Severity, f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
+	}
+	return code, r
+}
+
+// findings returns "CODE severity envoy" for every finding with one of codes (all when none),
+// sorted, for comparison with what a scenario expects.
+func (r auditReport) findings(codes ...string) []string {
+	var out []string
+	for _, f := range r.Findings {
+		if len(codes) == 0 || slices.Contains(codes, f.Code) {
+			out = append(out, f.Code+" "+f.Severity+" "+f.Subject.Envoy)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// writeConfig writes a Kubernetes-mode config file (pairings and policy) and returns its path.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "certdrift.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
