@@ -18,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
@@ -75,13 +79,21 @@ type report struct {
 	} `json:"findings"`
 }
 
-// audit runs certdrift in Kubernetes mode and returns its exit code, parsed report and output.
+// audit runs certdrift in Kubernetes mode as the testbed's admin and returns its exit code,
+// parsed report and output.
 func audit(t *testing.T, tb *testbed.Testbed, keys [][]byte) (int, report, string) {
+	t.Helper()
+	return auditWith(t, tb.KubeconfigPath, keys)
+}
+
+// auditWith runs certdrift with kubeconfig and extra flags.
+func auditWith(t *testing.T, kubeconfig string, keys [][]byte, extra ...string) (int, report, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, certdriftBin, "audit", "--kubeconfig", tb.KubeconfigPath,
-		"--namespace", "plain-sds,static-tls", "--grace", grace.String(), "-o", "json", "--log.level", "debug")
+	args := append([]string{"audit", "--kubeconfig", kubeconfig,
+		"--namespace", "plain-sds,static-tls", "--grace", grace.String(), "-o", "json", "--log.level", "debug"}, extra...)
+	cmd := exec.CommandContext(ctx, certdriftBin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -212,6 +224,25 @@ func TestKubeAudit(t *testing.T) {
 		for _, p := range ps {
 			checkBinding(t, r, ns+"/"+p.Name, ns+"/web-tls", "converged", out)
 		}
+	}
+	// The same audit as a ServiceAccount with Roles in the two namespaces only (no cluster-wide
+	// list anywhere) and Envoy admin through the API server's port-forward only.
+	saKubeconfig := namespacedServiceAccount(ctx, t, tb, "plain-sds", "static-tls")
+	saCode, saReport, saOut := auditWith(t, saKubeconfig, keys, "--admin-access", "port-forward")
+	if saCode != 0 || len(saReport.Findings) != 0 || len(saReport.Bindings) != len(r.Bindings) {
+		t.Errorf("namespace-scoped ServiceAccount through port-forward: exit %d, %d findings, %d bindings; want 0, none, %d\n%s",
+			saCode, len(saReport.Findings), len(saReport.Bindings), len(r.Bindings), saOut)
+	}
+	for _, b := range saReport.Bindings {
+		if b.State != "converged" || b.Secret == "" && strings.HasPrefix(b.Envoy, "plain-sds/") {
+			t.Errorf("ServiceAccount run: binding %+v: want converged, with the SDS secret for plain-sds (the loaded view came through port-forward)", b)
+		}
+	}
+	// A namespace the ServiceAccount has no Role in: a clear error naming verb, resource and
+	// namespace, not a hang or an empty clean report.
+	code, out = auditNoJSON(t, saKubeconfig, "--namespace", "default")
+	if code != 2 || !strings.Contains(out, "list") || !strings.Contains(out, "secrets") || !strings.Contains(out, `"default"`) {
+		t.Errorf("ServiceAccount run in a namespace without a Role: exit %d, want 2 and an error naming list, secrets and \"default\"\n%s", code, out)
 	}
 
 	for ns := range pods {
@@ -353,4 +384,73 @@ func checkBinding(t *testing.T, r report, envoy, source, state, out string) {
 		}
 	}
 	t.Errorf("no binding of %s to %s in the report\n%s", envoy, source, out)
+}
+
+// namespacedServiceAccount creates the ServiceAccount certdrift/certdrift with a Role and
+// RoleBinding in each namespace — read Secrets, ConfigMaps, Pods and ReplicaSets, create
+// pods/portforward: the read-only profile plus port-forward — and returns a kubeconfig that
+// authenticates with a token the API server issued for it.
+func namespacedServiceAccount(ctx context.Context, t *testing.T, tb *testbed.Testbed, namespaces ...string) string {
+	t.Helper()
+	c := tb.Client
+	const ns, name = "certdrift", "certdrift"
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", ns, err)
+	}
+	if _, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ServiceAccount: %v", err)
+	}
+	read := []string{"get", "list", "watch"}
+	for _, target := range namespaces {
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "certdrift-read", Namespace: target}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps", "pods"}, Verbs: read},
+			{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: read},
+			{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create", "get"}},
+		}}
+		if _, err := c.RbacV1().Roles(target).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create Role in %s: %v", target, err)
+		}
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "certdrift-read", Namespace: target},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "certdrift-read"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}
+		if _, err := c.RbacV1().RoleBindings(target).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create RoleBinding in %s: %v", target, err)
+		}
+	}
+	tr, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("issue a token for the ServiceAccount: %v", err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["testbed"] = &clientcmdapi.Cluster{Server: tb.Config.Host, CertificateAuthorityData: tb.CAPEM()}
+	kc.AuthInfos["certdrift"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["certdrift"] = &clientcmdapi.Context{Cluster: "testbed", AuthInfo: "certdrift"}
+	kc.CurrentContext = "certdrift"
+	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// auditNoJSON runs certdrift for a run expected to fail before any report: exit code and output.
+func auditNoJSON(t *testing.T, kubeconfig string, extra ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, certdriftBin, append([]string{"audit", "--kubeconfig", kubeconfig, "--sync-timeout", "20s"}, extra...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("run certdrift: %v", err)
+	return 0, ""
 }
