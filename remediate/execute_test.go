@@ -85,7 +85,9 @@ func TestExecutorRun(t *testing.T) {
 			srv.posts = nil
 			srv.mu.Unlock()
 			e := &Executor{Timeout: 2 * time.Second, Command: tc.command,
-				Verify: func(context.Context, Action, []string) (string, error) { return "serves the desired leaf", tc.verifyErr }}
+				Verify: func(context.Context, Action, []string) (string, error) {
+					return "serves the desired leaf", tc.verifyErr
+				}}
 			rs := e.Run(context.Background(), tc.actions, tc.dryRun)
 			var got []string
 			for _, r := range rs {
