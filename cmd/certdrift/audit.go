@@ -24,6 +24,8 @@ type auditCmd struct {
 
 	// Kubernetes mode: used when --kubeconfig or --in-cluster is given instead of --config.
 	kubeFlags `embed:""`
+	// Repair (docs/repair.md): --reload, --yes and their guards.
+	reloadFlags `embed:""`
 }
 
 // Validate is called by kong after parsing, so a bad value is a usage error (exit 2).
@@ -38,6 +40,9 @@ func (c *auditCmd) Validate() error {
 		return fmt.Errorf("--grace %s: must not be negative", c.Grace)
 	}
 	if err := c.kubeFlags.validate(); err != nil {
+		return err
+	}
+	if err := c.reloadFlags.validate(); err != nil {
 		return err
 	}
 	switch {
@@ -80,6 +85,7 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 
 	start := time.Now()
 	in := Gather(ctx, cfg, GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
+	c.reloadFlags.state = &reloadState{in: in, policy: policy, cfg: cfg, gopts: GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log}}
 	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
 }
 
@@ -101,6 +107,9 @@ func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, run
 	}
 	if err := render(io.Out, report); err != nil {
 		return noRun(err)
+	}
+	if err := c.reload(ctx, io, log, report); err != nil {
+		return err
 	}
 	if report.MaxSeverity() >= failOn {
 		return &exitError{code: exitFindings, silent: true,

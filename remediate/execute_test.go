@@ -1,0 +1,109 @@
+package remediate
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// adminServer records the admin paths posted to it, as an Envoy admin would receive them.
+type adminServer struct {
+	mu    sync.Mutex
+	posts []string
+}
+
+func (s *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	s.posts = append(s.posts, r.URL.RequestURI())
+	w.WriteHeader(http.StatusOK)
+}
+
+func TestExecutorRun(t *testing.T) {
+	srv := &adminServer{}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	quit := func(name, src string) Action {
+		return Action{Strategy: AdminQuit, Target: Target{Envoy: name, AdminURL: hs.URL}, Sources: []string{src}, Why: "stale"}
+	}
+	failing := func(name, src string) Action {
+		return Action{Strategy: Exec, Target: Target{Envoy: name}, Sources: []string{src}, Why: "stale"}
+	}
+	cases := map[string]struct {
+		reason    string
+		actions   []Action
+		dryRun    bool
+		command   []string
+		verifyErr error
+		want      []string
+		wantPosts []string
+	}{
+		"DryRun": {
+			reason:  "a preview touches nothing",
+			actions: []Action{quit("edge-1", "web"), {Target: Target{Envoy: "edge-2"}, Skip: SkipBudget, Why: "budget"}},
+			dryRun:  true,
+			want:    []string{OutcomePlanned, OutcomeSkipped},
+		},
+		"AdminQuitDrainsThenQuits": {
+			reason:    "drain gracefully, then quit, and the post-check passes",
+			actions:   []Action{quit("edge-1", "web")},
+			want:      []string{OutcomeDone},
+			wantPosts: []string{"/drain_listeners?graceful", "/quitquitquit"},
+		},
+		"PostCheckFailureStopsSameSource": {
+			reason:    "after a failed post-check no more Envoys are restarted onto the same certificate; others still are",
+			actions:   []Action{quit("edge-1", "web"), quit("edge-2", "web"), quit("edge-3", "api")},
+			verifyErr: errors.New("still serves the old leaf"),
+			want:      []string{OutcomeFailed, OutcomeSkipped, OutcomeFailed},
+			wantPosts: []string{"/drain_listeners?graceful", "/quitquitquit", "/drain_listeners?graceful", "/quitquitquit"},
+		},
+		"ExecFailure": {
+			reason:  "a failing command is a failed action, and no post-check runs",
+			actions: []Action{failing("edge-1", "web")},
+			command: []string{"false"},
+			want:    []string{OutcomeFailed},
+		},
+		"ExecNoCommand": {
+			reason:  "exec without a command says so",
+			actions: []Action{failing("edge-1", "web")},
+			want:    []string{OutcomeFailed},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			srv.mu.Lock()
+			srv.posts = nil
+			srv.mu.Unlock()
+			e := &Executor{Timeout: 2 * time.Second, Command: tc.command,
+				Verify: func(context.Context, Action, []string) (string, error) {
+					return "serves the desired leaf", tc.verifyErr
+				}}
+			rs := e.Run(context.Background(), tc.actions, tc.dryRun)
+			var got []string
+			for _, r := range rs {
+				got = append(got, r.Outcome)
+				if r.Detail == "" {
+					t.Errorf("result for %s has no detail", r.Target.Envoy)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s: outcomes -want +got:\n%s", tc.reason, diff)
+			}
+			srv.mu.Lock()
+			defer srv.mu.Unlock()
+			if diff := cmp.Diff(tc.wantPosts, srv.posts); diff != "" {
+				t.Errorf("%s: admin posts -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
