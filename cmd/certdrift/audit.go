@@ -105,8 +105,12 @@ func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, run
 	if c.Output == "json" {
 		render = audit.RenderJSON
 	}
-	if err := render(io.Out, report); err != nil {
-		return noRun(err)
+	// With --reload and JSON, the report and the reload results are one document (printed by
+	// reload), so that the output stays a single JSON value.
+	if !(c.Reload && c.Output == "json") {
+		if err := render(io.Out, report); err != nil {
+			return noRun(err)
+		}
 	}
 	if err := c.reload(ctx, io, log, report); err != nil {
 		return err

@@ -94,12 +94,16 @@ func (c *auditCmd) reload(ctx context.Context, io *streams, log *slog.Logger, re
 	return c.reloadFlags.run(ctx, io, log, c.Output, report)
 }
 
-// reloadSection is the JSON document printed after the report with -o json.
+// reloadReport is what -o json prints with --reload: the audit report with the reload results
+// beside its fields, one JSON document.
+type reloadReport struct {
+	audit.Report
+	Reload reloadSection `json:"reload"`
+}
+
 type reloadSection struct {
-	Reload struct {
-		DryRun  bool               `json:"dry_run"`
-		Results []remediate.Result `json:"results"`
-	} `json:"reload"`
+	DryRun  bool               `json:"dry_run"`
+	Results []remediate.Result `json:"results"`
 }
 
 // run plans (and with --yes executes) reloads from the judged report and prints the outcome.
@@ -137,7 +141,7 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 	actions := remediate.Plan(report, st.in, opt)
 	results := exe.Run(ctx, actions, !r.Yes)
 
-	if err := renderReload(io.Out, output, !r.Yes, results); err != nil {
+	if err := renderReload(io.Out, output, !r.Yes, results, report); err != nil {
 		return noRun(err)
 	}
 	var bad int
@@ -152,16 +156,15 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 	return nil
 }
 
-func renderReload(w io.Writer, output string, dryRun bool, results []remediate.Result) error {
+func renderReload(w io.Writer, output string, dryRun bool, results []remediate.Result, report audit.Report) error {
 	if output == "json" {
-		var s reloadSection
-		s.Reload.DryRun = dryRun
-		s.Reload.Results = results
+		s := reloadReport{Report: report, Reload: reloadSection{DryRun: dryRun, Results: results}}
 		if s.Reload.Results == nil {
 			s.Reload.Results = []remediate.Result{}
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		if err := enc.Encode(s); err != nil {
 			return fmt.Errorf("write reload results: %w", err)
 		}

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,27 +114,20 @@ func audit(t *testing.T, tb *testbed.Testbed, keys [][]byte, extra ...string) ru
 			t.Fatalf("certdrift printed private key material")
 		}
 	}
-	// -o json with --reload is a stream of two documents: the report, then the reload section.
-	dec := json.NewDecoder(&stdout)
+	// -o json with --reload is one document: the report's fields and a "reload" section.
 	var rep struct {
 		Findings []finding `json:"findings"`
-	}
-	if err := dec.Decode(&rep); err != nil {
-		t.Fatalf("certdrift exit %d: report is not JSON: %v\n%s", r.code, err, r.out)
-	}
-	r.findings = rep.Findings
-	var sec struct {
-		Reload *struct {
+		Reload   *struct {
 			DryRun  bool     `json:"dry_run"`
 			Results []result `json:"results"`
 		} `json:"reload"`
 	}
-	switch err := dec.Decode(&sec); {
-	case err == io.EOF:
-	case err != nil:
-		t.Fatalf("certdrift exit %d: reload section is not JSON: %v\n%s", r.code, err, r.out)
-	case sec.Reload != nil:
-		r.reload, r.dryRun = sec.Reload.Results, sec.Reload.DryRun
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("certdrift exit %d: output is not one JSON document: %v\n%s", r.code, err, r.out)
+	}
+	r.findings = rep.Findings
+	if rep.Reload != nil {
+		r.reload, r.dryRun = rep.Reload.Results, rep.Reload.DryRun
 	}
 	for _, res := range r.reload {
 		t.Logf("OBSERVED reload: %s %s%s -> %s (%s) %s %v", res.Strategy, res.Target.Envoy, res.Target.Workload, res.Outcome, res.Skip, res.Detail, res.Replacements)
