@@ -43,23 +43,23 @@ func TestCollectorsGolden(t *testing.T) {
 				rotation(s)
 				return s
 			},
-			pick:    func(s *Store) prometheus.Collector { return certificateCollector{s} },
+			pick:    func(s *Store) prometheus.Collector { return certificateCollector{s: s} },
 			metrics: []string{"certdrift_certificate_info", "certdrift_certificate_not_after_timestamp_seconds"},
 			golden: `
 # HELP certdrift_certificate_info Identity of the certificate seen in a view; fingerprint_sha256 is empty when Envoy's /certs named a certificate seen in no other view.
 # TYPE certdrift_certificate_info gauge
-certdrift_certificate_info{envoy="",fingerprint_sha256="{fp:v2}",issuer="CN=test-ca",item="",location="/secret/tls.crt",namespace="",pod="",serial="14",sni="",source="web",subject="CN=v2",view="desired"} 1
-certdrift_certificate_info{envoy="sds",fingerprint_sha256="{fp:v2}",issuer="CN=test-ca",item="",location="127.0.0.1:8443",namespace="",pod="",serial="14",sni="www.example.com",source="web",subject="CN=v2",view="served"} 1
-certdrift_certificate_info{envoy="sds",fingerprint_sha256="{fp:v2}",issuer="CN=test-ca",item="",location="web_cert",namespace="",pod="",serial="14",sni="",source="web",subject="CN=v2",view="loaded"} 1
-certdrift_certificate_info{envoy="static",fingerprint_sha256="{fp:v1}",issuer="CN=test-ca",item="",location="/secret/tls.crt",namespace="",pod="",serial="a",sni="",source="web",subject="CN=v1",view="loaded"} 1
-certdrift_certificate_info{envoy="static",fingerprint_sha256="{fp:v1}",issuer="CN=test-ca",item="",location="127.0.0.1:9443",namespace="",pod="",serial="a",sni="www.example.com",source="web",subject="CN=v1",view="served"} 1
+certdrift_certificate_info{envoy="",fingerprint_sha256="{fp:v2}",issuer="CN=test-ca",location="/secret/tls.crt",namespace="",serial="14",sni="",source="web",subject="CN=v2",view="desired"} 1
+certdrift_certificate_info{envoy="sds",fingerprint_sha256="{fp:v2}",issuer="CN=test-ca",location="127.0.0.1:8443",namespace="",serial="14",sni="www.example.com",source="web",subject="CN=v2",view="served"} 1
+certdrift_certificate_info{envoy="sds",fingerprint_sha256="{fp:v2}",issuer="CN=test-ca",location="web_cert",namespace="",serial="14",sni="",source="web",subject="CN=v2",view="loaded"} 1
+certdrift_certificate_info{envoy="static",fingerprint_sha256="{fp:v1}",issuer="CN=test-ca",location="/secret/tls.crt",namespace="",serial="a",sni="",source="web",subject="CN=v1",view="loaded"} 1
+certdrift_certificate_info{envoy="static",fingerprint_sha256="{fp:v1}",issuer="CN=test-ca",location="127.0.0.1:9443",namespace="",serial="a",sni="www.example.com",source="web",subject="CN=v1",view="served"} 1
 # HELP certdrift_certificate_not_after_timestamp_seconds End of the certificate's validity, per view (desired, loaded, served).
 # TYPE certdrift_certificate_not_after_timestamp_seconds gauge
-certdrift_certificate_not_after_timestamp_seconds{envoy="",item="",location="/secret/tls.crt",namespace="",pod="",sni="",source="web",view="desired"} 1.7970768e+09
-certdrift_certificate_not_after_timestamp_seconds{envoy="sds",item="",location="127.0.0.1:8443",namespace="",pod="",sni="www.example.com",source="web",view="served"} 1.7970768e+09
-certdrift_certificate_not_after_timestamp_seconds{envoy="sds",item="",location="web_cert",namespace="",pod="",sni="",source="web",view="loaded"} 1.7970768e+09
-certdrift_certificate_not_after_timestamp_seconds{envoy="static",item="",location="/secret/tls.crt",namespace="",pod="",sni="",source="web",view="loaded"} 1.7962128e+09
-certdrift_certificate_not_after_timestamp_seconds{envoy="static",item="",location="127.0.0.1:9443",namespace="",pod="",sni="www.example.com",source="web",view="served"} 1.7962128e+09
+certdrift_certificate_not_after_timestamp_seconds{envoy="",location="/secret/tls.crt",namespace="",sni="",source="web",view="desired"} 1.7970768e+09
+certdrift_certificate_not_after_timestamp_seconds{envoy="sds",location="127.0.0.1:8443",namespace="",sni="www.example.com",source="web",view="served"} 1.7970768e+09
+certdrift_certificate_not_after_timestamp_seconds{envoy="sds",location="web_cert",namespace="",sni="",source="web",view="loaded"} 1.7970768e+09
+certdrift_certificate_not_after_timestamp_seconds{envoy="static",location="/secret/tls.crt",namespace="",sni="",source="web",view="loaded"} 1.7962128e+09
+certdrift_certificate_not_after_timestamp_seconds{envoy="static",location="127.0.0.1:9443",namespace="",sni="www.example.com",source="web",view="served"} 1.7962128e+09
 `,
 		},
 		"FindingsDriftConvergence": {
@@ -107,10 +107,12 @@ certdrift_rotation_convergence_seconds_count 1
 `,
 		},
 		"KubernetesFindingsAndHealth": {
-			reason: "namespace, pod and workload come from the pod; a desired-only finding takes the Secret's namespace; the unreadable Secret is down",
+			reason: "namespace, pod and workload come from the pod; a desired-only finding takes the Secret's namespace; the API server is down",
 			store: func() *Store {
 				s := NewStore(Options{Now: clock(t0.Add(time.Minute)), Build: BuildInfo{"v1.2.3", "abc123", "go1.26"}})
-				s.Record(kubeRound(t0, true))
+				r := kubeRound(t0, true)
+				r.SourcesUp["kubernetes"] = false
+				s.Record(r)
 				s.KubernetesRequestError("503")
 				s.ConfigReloaded(false, t0)
 				return s
@@ -158,11 +160,9 @@ certdrift_probe_errors_total{kind="tls",reason="timeout"} 0
 # HELP certdrift_result_age_seconds Age of the exposed results at scrape time: now minus the end of the round they come from.
 # TYPE certdrift_result_age_seconds gauge
 certdrift_result_age_seconds 60
-# HELP certdrift_source_up Whether the desired source could be read in the last round (1) or not (0).
+# HELP certdrift_source_up Whether a data source (files, kubernetes) could be read in the last round (1) or not (0).
 # TYPE certdrift_source_up gauge
-certdrift_source_up{namespace="ns-a",source="ns-a/tls-a"} 1
-certdrift_source_up{namespace="ns-b",source="ns-b/broken"} 0
-certdrift_source_up{namespace="ns-b",source="ns-b/tls-b"} 1
+certdrift_source_up{source="kubernetes"} 0
 `,
 		},
 	}
@@ -275,7 +275,7 @@ func exposed(t *testing.T, s *Store, r Round) map[string]bool {
 	out := map[string]bool{}
 	for _, mf := range mfs {
 		switch mf.GetName() {
-		case "certdrift_certificate_info", "certdrift_finding", "certdrift_source_up", "certdrift_envoy_admin_up":
+		case "certdrift_certificate_info", "certdrift_finding", "certdrift_envoy_admin_up":
 		default:
 			continue
 		}
@@ -332,5 +332,33 @@ func TestConvergenceClock(t *testing.T) {
 				t.Errorf("%s: histogram count %d sum %g, want %d and %g", tc.reason, v.convergence.count, v.convergence.sum, tc.wantCount, tc.wantSum)
 			}
 		})
+	}
+}
+
+// TestGathererMatchesRegistry: the per-round cache serves exactly what the collectors would,
+// and follows a new round.
+func TestGathererMatchesRegistry(t *testing.T) {
+	s := NewStore(Options{Now: clock(t0.Add(time.Minute))})
+	g, err := s.Gatherer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := s.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []Round{kubeRound(t0, true), kubeRound(t0.Add(time.Second), false)} {
+		s.Record(r)
+		want, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := g.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(got)); diff != "" {
+			t.Errorf("round %d: Gatherer differs from Registry (-registry +gatherer):\n%s", i, diff)
+		}
 	}
 }

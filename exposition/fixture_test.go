@@ -69,7 +69,7 @@ func (w world) round(at time.Time) Round {
 			Chain: []*x509.Certificate{w.stLoaded}, Duration: 300 * time.Millisecond}},
 	}
 	return Round{
-		Started: at.Add(-time.Second), Finished: at,
+		Started: at.Add(-time.Second), Finished: at, SourcesUp: map[string]bool{"files": true},
 		Inputs: audit.Inputs{
 			Desired: []files.Observation{{Source: files.Source{Name: "web", Dir: "/secret"}, ChangedAt: w.changedAt,
 				Items: []files.Item{{CertPath: "/secret/tls.crt", Chain: []*x509.Certificate{w.desired}}}}},
@@ -97,7 +97,7 @@ func staleFindings() []audit.Finding {
 // kubeRound is a Kubernetes-mode round: two namespaces, one pod each.
 func kubeRound(at time.Time, withSecretB bool) Round {
 	a, b := cert("a", 30), cert("b", 40)
-	r := Round{Kubernetes: true, Started: at.Add(-time.Second), Finished: at}
+	r := Round{Kubernetes: true, Started: at.Add(-time.Second), Finished: at, SourcesUp: map[string]bool{"kubernetes": true}}
 	r.Inputs.Desired = []files.Observation{{Source: files.Source{Name: "ns-a/tls-a"}, Items: []files.Item{{Chain: []*x509.Certificate{a}}}}}
 	r.Inputs.Envoys = []audit.EnvoyView{{Config: config.Envoy{Name: "ns-a/gw-0"},
 		Pod:    &audit.PodContext{Namespace: "ns-a", Pod: "gw-0", Workload: "Deployment/gw"},

@@ -8,7 +8,7 @@ import (
 
 var (
 	sourceUpDesc = prometheus.NewDesc("certdrift_source_up",
-		"Whether the desired source could be read in the last round (1) or not (0).", []string{"namespace", "source"}, nil)
+		"Whether a data source (files, kubernetes) could be read in the last round (1) or not (0).", []string{"source"}, nil)
 	envoyUpDesc = prometheus.NewDesc("certdrift_envoy_admin_up",
 		"Whether the Envoy's admin /certs answered in the last round (1) or not (0).", []string{"namespace", "pod", "envoy"}, nil)
 	probeDurationDesc = prometheus.NewDesc("certdrift_probe_duration_seconds",

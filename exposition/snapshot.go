@@ -95,12 +95,12 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 			continue
 		}
 		ns := sourceNamespace(o.Source.Name, r.Kubernetes)
-		s.sourcesUp = append(s.sourcesUp, upSeries{labels: []string{ns, o.Source.Name}, up: o.Err == nil})
 		for _, it := range o.Items {
 			if len(it.Chain) == 0 {
 				continue
 			}
-			addCert([]string{"desired", ns, o.Source.Name, it.Name, "", "", it.CertPath, ""}, fromCert(it.Chain[0]))
+			// A Kubernetes item has no path; a merged Secret's items differ by name.
+			addCert([]string{"desired", ns, sourceLabel(o.Source.Name, it.Name), "", cmpOr(it.CertPath, it.Name), ""}, fromCert(it.Chain[0]))
 		}
 	}
 	for _, ev := range r.Inputs.Envoys {
@@ -141,7 +141,7 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 						break
 					}
 				}
-				addCert([]string{"loaded", id.namespace, src, item, name, id.pod, sec.Name, ""}, fromCert(sec.Chain[0]))
+				addCert([]string{"loaded", id.namespace, sourceLabel(src, item), name, sec.Name, ""}, fromCert(sec.Chain[0]))
 			}
 			for _, c := range a.Contexts {
 				if len(c.Chain) == 0 {
@@ -167,7 +167,7 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 						cs = fromCert(k)
 					}
 				}
-				addCert([]string{"loaded", id.namespace, src, item, name, id.pod, d.Path, ""}, cs)
+				addCert([]string{"loaded", id.namespace, sourceLabel(src, item), name, d.Path, ""}, cs)
 			}
 		}
 		for _, res := range ev.Served {
@@ -181,8 +181,11 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 					break
 				}
 			}
-			addCert([]string{"served", id.namespace, src, item, name, id.pod, res.Target.Address, res.Target.SNI}, fromCert(res.Chain[0]))
+			addCert([]string{"served", id.namespace, sourceLabel(src, item), name, res.Target.Address, res.Target.SNI}, fromCert(res.Chain[0]))
 		}
+	}
+	for name, up := range r.SourcesUp {
+		s.sourcesUp = append(s.sourcesUp, upSeries{labels: []string{name}, up: up})
 	}
 	for _, b := range r.Report.Bindings {
 		if shard.Owns(b.Envoy) {
@@ -212,6 +215,15 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 		}
 	}
 	return s
+}
+
+// sourceLabel names a desired certificate: the source, and the item of a merged source after a
+// "#" ("istio-ingressgateway-certs#www.example.com"), so one label joins all views.
+func sourceLabel(source, item string) string {
+	if item == "" {
+		return source
+	}
+	return source + "#" + item
 }
 
 func bindingsByEnvoy(bs []audit.Binding) map[string][]audit.Binding {

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
@@ -31,6 +33,10 @@ type Round struct {
 	// Kubernetes is set in Kubernetes mode: desired source names are then "namespace/name"
 	// (or "configmap:namespace/name") and carry the namespace label.
 	Kubernetes bool
+	// SourcesUp says, per data source certdrift reads ("files", "kubernetes"), whether it could
+	// be read in this round. One series each, not one per Secret: an unreadable Secret is a
+	// PARSE_ERROR finding, and 10,000 up series would dwarf what they report.
+	SourcesUp map[string]bool
 }
 
 // BuildInfo labels certdrift_build_info.
@@ -107,6 +113,9 @@ type Store struct {
 	reloadKnown  bool
 	rounds       uint64
 	lastComplete time.Time
+	// certCache holds the certificate families rendered for certCacheFor.
+	certCache    []*dto.MetricFamily
+	certCacheFor *snapshot
 }
 
 // NewStore returns an empty Store: not ready until its first Record.
@@ -162,6 +171,13 @@ func (s *Store) KubernetesRequestError(code string) {
 
 // Record makes r the exposed round and advances the cross-round tracking.
 func (s *Store) Record(r Round) {
+	s.record(r)
+	// Render the certificate families now, in the round's goroutine, so that no scrape pays for
+	// them.
+	s.certFamilies()
+}
+
+func (s *Store) record(r Round) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := r.Finished

@@ -128,13 +128,13 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 		store.ConfigReloaded(true, time.Now())
 	}
 
-	domain, err := store.Registry()
-	if err != nil {
-		return noRun(fmt.Errorf("register collectors: %w", err))
-	}
 	// go_* and process_* (and promhttp's own) live apart from the domain metrics.
 	runtimeReg := prometheus.NewRegistry()
 	runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gatherer, err := store.Gatherer(runtimeReg)
+	if err != nil {
+		return noRun(fmt.Errorf("register collectors: %w", err))
+	}
 
 	listeners := make([]net.Listener, 0, len(c.ListenAddress))
 	for _, a := range c.ListenAddress {
@@ -146,7 +146,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 		listeners = append(listeners, l)
 		log.Info("serving metrics", "address", l.Addr().String())
 	}
-	srv := &http.Server{Handler: x.handler(domain, runtimeReg, b), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: x.handler(gatherer, runtimeReg, b), ReadHeaderTimeout: 10 * time.Second}
 	var probeSrv *http.Server
 	var probeL net.Listener
 	if c.ProbeAddress != "" {
@@ -202,9 +202,9 @@ func closeAll(ls []net.Listener) {
 }
 
 // handler is the metrics port: landing page, /metrics, health, reload.
-func (x *exporter) handler(domain, runtimeReg *prometheus.Registry, b buildInfo) http.Handler {
+func (x *exporter) handler(gatherer prometheus.Gatherer, runtimeReg *prometheus.Registry, b buildInfo) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{domain, runtimeReg}, promhttp.HandlerOpts{
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		ErrorHandling:       promhttp.ContinueOnError,
 		ErrorLog:            slog.NewLogLogger(x.log.Handler(), slog.LevelError),
 		Timeout:             x.c.ScrapeTimeout,
@@ -374,11 +374,17 @@ func (x *exporter) runRound(ctx context.Context) {
 	var r exposition.Round
 	if x.kube != nil {
 		in := x.kube.Gather(rctx)
-		r = exposition.Round{Inputs: in, Report: judgeKube(in, policy, time.Now()), Kubernetes: true}
+		inv := x.kube.Inventory()
+		r = exposition.Round{Inputs: in, Report: judgeKube(in, policy, time.Now()), Kubernetes: true,
+			SourcesUp: map[string]bool{"kubernetes": inv.Synced() && len(inv.Errors()) == 0}}
 	} else {
 		cfg := x.cfg.Load()
 		in := Gather(rctx, cfg, GatherOptions{Timeout: policy.Timeout.D(), Concurrency: x.c.Concurrency, Log: x.log})
-		r = exposition.Round{Inputs: in, Report: audit.Run(in, policy, time.Now())}
+		filesUp := true
+		for _, o := range in.Desired {
+			filesUp = filesUp && o.Err == nil
+		}
+		r = exposition.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), SourcesUp: map[string]bool{"files": filesUp}}
 	}
 	if ctx.Err() != nil {
 		return // shutting down: a half-observed round would only mislead

@@ -149,8 +149,7 @@ func TestServeKubernetes(t *testing.T) {
 	}
 	waitFor(t, "the deleted Secret's desired series to disappear", 20*time.Second, func() (bool, string) {
 		body := x.metrics(t)
-		return !strings.Contains(body, `source="static-tls/web-tls",view="desired"`) &&
-			!strings.Contains(body, `certdrift_source_up{namespace="static-tls",source="static-tls/web-tls"}`), ""
+		return !strings.Contains(body, `source="static-tls/web-tls",view="desired"`), ""
 	})
 	if strings.Contains(x.logs.String(), "PRIVATE KEY") {
 		t.Error("certdrift logged key material")

@@ -173,8 +173,8 @@ func TestServeRotationThroughPrometheus(t *testing.T) {
 	if got := count(`certdrift_config_last_reload_successful`); got != 1 {
 		t.Errorf("certdrift_config_last_reload_successful = %v after a good reload", got)
 	}
-	if len(prom.query(t, `certdrift_source_up{source="web"} == 1`)) != 1 {
-		t.Error("the remaining source is not up")
+	if len(prom.query(t, `certdrift_source_up{source="files"} == 1`)) != 1 {
+		t.Error("the files source is not up")
 	}
 	if strings.Contains(x.logs.String(), "PRIVATE KEY") {
 		t.Error("certdrift logged key material")
