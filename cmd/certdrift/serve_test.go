@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -227,5 +229,73 @@ func TestServeLifecycle(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop within 10s of its context ending")
+	}
+}
+
+// TestServeWebConfigAuth: with a web config requiring basic auth, /metrics refuses anonymous
+// scrapes while the plain probe port answers the kubelet without credentials.
+func TestServeWebConfigAuth(t *testing.T) {
+	dir := t.TempDir()
+	ca := certs.NewCA(t, certs.WithCommonName("serve-ca"))
+	leaf := ca.Leaf(t, certs.WithCommonName("web"), certs.WithDNSNames("www.example.com"))
+	certs.WriteFiles(t, filepath.Join(dir, "web"), map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM})
+	cfgPath := filepath.Join(dir, "certdrift.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("desired:\n  - name: web\n    dir: %s\n", filepath.Join(dir, "web"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webCfg := filepath.Join(dir, "web.yaml")
+	if err := os.WriteFile(webCfg, []byte(fmt.Sprintf("basic_auth_users:\n  prom: %s\n", hash)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--config", cfgPath, "--web.listen-address", "127.0.0.1:0", "--web.config.file", webCfg,
+			"--web.probe-address", "127.0.0.1:0", "--interval", "1s"}, streams{Out: io.Discard, Err: logs})
+	}()
+	addrRE := regexp.MustCompile(`msg="serving (metrics|probes)" address=(\S+)`)
+	addrs := map[string]string{}
+	eventually(t, "the exporter to listen", 10*time.Second, func() (bool, string) {
+		for _, m := range addrRE.FindAllStringSubmatch(logs.String(), -1) {
+			addrs[m[1]] = m[2]
+		}
+		return len(addrs) == 2, logs.String()
+	})
+	eventually(t, "the probe port to report ready without credentials", 10*time.Second, func() (bool, string) {
+		code, body := get(t, "GET", "http://"+addrs["probes"]+"/-/ready")
+		return code == http.StatusOK, body
+	})
+	if code, _ := get(t, "GET", "http://"+addrs["metrics"]+"/metrics"); code != http.StatusUnauthorized {
+		t.Errorf("anonymous /metrics: %d, want 401", code)
+	}
+	req, _ := http.NewRequest("GET", "http://"+addrs["metrics"]+"/metrics", nil)
+	req.SetBasicAuth("prom", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "certdrift_build_info") {
+		t.Errorf("/metrics with credentials: %d, certdrift_build_info present: %v", resp.StatusCode, strings.Contains(string(body), "certdrift_build_info"))
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != codeClean {
+			t.Errorf("exit %d after shutdown, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if strings.Contains(logs.String(), "s3cret") {
+		t.Error("the password appears in the logs")
 	}
 }
