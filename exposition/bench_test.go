@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"runtime"
 	"testing"
@@ -115,7 +116,10 @@ func BenchmarkScrapeHTTP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	h, err := s.Handler(promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, enc := range []string{"identity", "gzip"} {
 		b.Run(enc, func(b *testing.B) {
 			var n int

@@ -116,6 +116,8 @@ type Store struct {
 	// certCache holds the certificate families rendered for certCacheFor.
 	certCache    []*dto.MetricFamily
 	certCacheFor *snapshot
+	// text is the rendered certificate text of a snapshot (see Handler).
+	text *textCache
 }
 
 // NewStore returns an empty Store: not ready until its first Record.
@@ -172,9 +174,10 @@ func (s *Store) KubernetesRequestError(code string) {
 // Record makes r the exposed round and advances the cross-round tracking.
 func (s *Store) Record(r Round) {
 	s.record(r)
-	// Render the certificate families now, in the round's goroutine, so that no scrape pays for
-	// them.
+	// Render the certificate families and their text now, in the round's goroutine, so that no
+	// scrape pays for them.
 	s.certFamilies()
+	s.renderText()
 }
 
 func (s *Store) record(r Round) {

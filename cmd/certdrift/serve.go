@@ -135,6 +135,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	if err != nil {
 		return noRun(fmt.Errorf("register collectors: %w", err))
 	}
+	metrics, err := x.metricsHandler(store, gatherer, runtimeReg)
+	if err != nil {
+		return noRun(fmt.Errorf("register collectors: %w", err))
+	}
 
 	listeners := make([]net.Listener, 0, len(c.ListenAddress))
 	for _, a := range c.ListenAddress {
@@ -146,7 +150,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 		listeners = append(listeners, l)
 		log.Info("serving metrics", "address", l.Addr().String())
 	}
-	srv := &http.Server{Handler: x.handler(gatherer, runtimeReg, b), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: x.handler(metrics, b), ReadHeaderTimeout: 10 * time.Second}
 	var probeSrv *http.Server
 	var probeL net.Listener
 	if c.ProbeAddress != "" {
@@ -201,16 +205,36 @@ func closeAll(ls []net.Listener) {
 	}
 }
 
+// metricsHandler is /metrics: the store's cached text path for plain-text scrapes, promhttp
+// (ContinueOnError, timeout, request limit) for everything else; both under one request limit.
+func (x *exporter) metricsHandler(store *exposition.Store, gatherer prometheus.Gatherer, runtimeReg *prometheus.Registry) (http.Handler, error) {
+	fallback := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slog.NewLogLogger(x.log.Handler(), slog.LevelError),
+		Timeout:       x.c.ScrapeTimeout,
+		Registry:      runtimeReg,
+	})
+	fast, err := store.Handler(fallback, x.log, runtimeReg)
+	if err != nil {
+		return nil, err
+	}
+	inFlight := make(chan struct{}, x.c.MaxRequests)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case inFlight <- struct{}{}:
+			defer func() { <-inFlight }()
+		default:
+			http.Error(w, fmt.Sprintf("limit of %d concurrent scrapes reached", x.c.MaxRequests), http.StatusServiceUnavailable)
+			return
+		}
+		fast.ServeHTTP(w, r)
+	}), nil
+}
+
 // handler is the metrics port: landing page, /metrics, health, reload.
-func (x *exporter) handler(gatherer prometheus.Gatherer, runtimeReg *prometheus.Registry, b buildInfo) http.Handler {
+func (x *exporter) handler(metrics http.Handler, b buildInfo) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
-		ErrorHandling:       promhttp.ContinueOnError,
-		ErrorLog:            slog.NewLogLogger(x.log.Handler(), slog.LevelError),
-		Timeout:             x.c.ScrapeTimeout,
-		MaxRequestsInFlight: x.c.MaxRequests,
-		Registry:            runtimeReg,
-	}))
+	mux.Handle("/metrics", metrics)
 	x.health(mux)
 	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost && r.Method != http.MethodPut {

@@ -264,5 +264,18 @@ func normalise(body string, replace map[string]string) string {
 		}
 		i = j
 	}
+	// Families in name order: the exposition may write the cached certificate families first.
+	var blocks [][]string
+	for _, line := range out {
+		if strings.HasPrefix(line, "# HELP ") || len(blocks) == 0 {
+			blocks = append(blocks, nil)
+		}
+		blocks[len(blocks)-1] = append(blocks[len(blocks)-1], line)
+	}
+	slices.SortFunc(blocks, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	out = out[:0]
+	for _, b := range blocks {
+		out = append(out, b...)
+	}
 	return strings.Join(out, "\n") + "\n"
 }
