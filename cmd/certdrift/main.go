@@ -28,6 +28,7 @@ type cli struct {
 	Log logFlags `embed:"" prefix:"log."`
 
 	Audit   auditCmd   `cmd:"" help:"Compare desired, loaded and served certificates once and report the findings."`
+	Serve   serveCmd   `cmd:"" help:"Keep comparing and expose views, findings, drift age and rotation convergence as Prometheus metrics."`
 	Version versionCmd `cmd:"" help:"Print the version, commit and Go version."`
 }
 

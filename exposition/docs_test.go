@@ -1,0 +1,121 @@
+package exposition
+
+import (
+	"bufio"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// docRow is one metric as docs/metrics.md lists it.
+type docRow struct {
+	Type   string
+	Labels []string
+}
+
+// TestMetricsDocumented walks a registry with every metric populated and compares it with the
+// tables of docs/metrics.md: an exposed metric missing from the page, a row for a metric that no
+// longer exists, or a wrong type or label set fails.
+func TestMetricsDocumented(t *testing.T) {
+	documented := readMetricsDoc(t, "../docs/metrics.md")
+
+	s := NewStore(Options{Now: clock(t0.Add(time.Minute)), Build: BuildInfo{"v", "r", "go"}})
+	rotation(s)
+	s.Record(kubeRound(t0.Add(40*time.Second), true))
+	rotation(s) // back to the local world: drift series come from it
+	s.KubernetesRequestError("error")
+	s.ConfigReloaded(true, t0)
+	reg, err := s.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposed := map[string]docRow{}
+	for _, mf := range mfs {
+		if len(mf.GetMetric()) == 0 {
+			continue
+		}
+		var labels []string
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			if l.GetName() != "le" {
+				labels = append(labels, l.GetName())
+			}
+		}
+		slices.Sort(labels)
+		exposed[mf.GetName()] = docRow{Type: typeName(mf.GetType()), Labels: labels}
+	}
+	// Every descriptor must show up populated, or the walk above proves nothing for it.
+	for _, c := range s.Collectors() {
+		ch := make(chan *prometheus.Desc, 64)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			m := fqNameRE.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("cannot read the name of %s", d)
+			}
+			if _, ok := exposed[m[1]]; !ok {
+				t.Errorf("%s is declared but the test's registry does not populate it: extend the fixture", m[1])
+			}
+		}
+	}
+	if diff := cmp.Diff(documented, exposed); diff != "" {
+		t.Errorf("docs/metrics.md and the exposed metrics differ (-documented +exposed):\n%s", diff)
+	}
+}
+
+var fqNameRE = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func typeName(t dto.MetricType) string {
+	return strings.ToLower(t.String())
+}
+
+// readMetricsDoc reads the rows "| `name` | type | labels | meaning |" of the page's tables.
+func readMetricsDoc(t *testing.T, path string) map[string]docRow {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("open the metrics documentation: %v", err)
+	}
+	defer f.Close()
+	rows := map[string]docRow{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "| `certdrift_") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 {
+			t.Errorf("%s: malformed row %q", path, line)
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		var labels []string
+		for _, l := range strings.Split(cells[3], ",") {
+			if l = strings.TrimSpace(l); l != "" && l != "—" {
+				labels = append(labels, l)
+			}
+		}
+		slices.Sort(labels)
+		if _, dup := rows[name]; dup {
+			t.Errorf("%s: %s listed twice", path, name)
+		}
+		rows[name] = docRow{Type: strings.TrimSpace(cells[2]), Labels: labels}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}

@@ -1,0 +1,113 @@
+package exposition
+
+import (
+	"bytes"
+	"compress/gzip"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// textCache is the certificate families of one snapshot in the text format, plain and as one
+// gzip member: gzip members concatenate (RFC 1952, section 2.2), so a scrape can send the
+// cached member followed by a fresh member for the live part.
+type textCache struct {
+	snap      *snapshot
+	plain, gz []byte
+}
+
+// renderText fills the text cache for the current snapshot. It runs in the round's goroutine
+// after the snapshot is exposed: scrapes meanwhile take the slower path, never stale data.
+func (s *Store) renderText() {
+	s.mu.Lock()
+	snap := s.snap
+	s.mu.Unlock()
+	mfs := s.certFamilies()
+	var plain bytes.Buffer
+	enc := expfmt.NewEncoder(&plain, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return // leave the cache empty: the slow path still serves
+		}
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(plain.Bytes())
+	if err := zw.Close(); err != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.snap == snap {
+		s.text = &textCache{snap: snap, plain: plain.Bytes(), gz: gz.Bytes()}
+	}
+	s.mu.Unlock()
+}
+
+func (s *Store) cachedText() *textCache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.text != nil && s.text.snap == s.snap {
+		return s.text
+	}
+	return nil
+}
+
+// Handler serves /metrics the way kube-state-metrics does: the per-round certificate text is
+// written from a cache and only the small live part (findings, ages, self-health, extra) is
+// encoded per request. Requests for another format than plain text, and scrapes that arrive
+// before a round's text is rendered, go to fallback (promhttp over Gatherer).
+func (s *Store) Handler(fallback http.Handler, log *slog.Logger, extra ...prometheus.Gatherer) (http.Handler, error) {
+	live := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{findingCollector{s}, healthCollector{s}} {
+		if err := live.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	gs := append(prometheus.Gatherers{live}, extra...)
+	textFormat := expfmt.NewFormat(expfmt.TypeTextPlain)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tc := s.cachedText()
+		if tc == nil || expfmt.Negotiate(r.Header).FormatType() != expfmt.TypeTextPlain {
+			fallback.ServeHTTP(w, r)
+			return
+		}
+		mfs, err := gs.Gather()
+		if err != nil {
+			// As promhttp.ContinueOnError: serve what could be gathered, and say so in the log.
+			log.Warn("gather live metrics", "err", err)
+		}
+		var liveText bytes.Buffer
+		enc := expfmt.NewEncoder(&liveText, textFormat)
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				log.Warn("encode metric family", "family", mf.GetName(), "err", err)
+			}
+		}
+		h := w.Header()
+		h.Set("Content-Type", string(textFormat))
+		h.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(r) {
+			h.Set("Content-Encoding", "gzip")
+			_, _ = w.Write(tc.gz)
+			zw := gzip.NewWriter(w)
+			_, _ = zw.Write(liveText.Bytes())
+			_ = zw.Close()
+			return
+		}
+		_, _ = w.Write(tc.plain)
+		_, _ = w.Write(liveText.Bytes())
+	}), nil
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.TrimSpace(enc) == "gzip" && strings.ReplaceAll(params, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,224 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// syncBuffer collects a process's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// exporter is a running `certdrift serve`.
+type exporter struct {
+	cmd  *exec.Cmd
+	addr string
+	logs *syncBuffer
+}
+
+// startServe runs the certdrift binary's serve command on a loopback port and waits until it says
+// where it listens. It is stopped with SIGTERM at the end of the test, and must exit 0.
+func startServe(t *testing.T, args ...string) *exporter {
+	t.Helper()
+	logs := &syncBuffer{}
+	cmd := exec.Command(certdriftBin, append([]string{"serve", "--web.listen-address", "127.0.0.1:0"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start certdrift serve: %v", err)
+	}
+	x := &exporter{cmd: cmd, logs: logs}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("certdrift serve after SIGTERM: %v (want exit 0); logs:\n%s", err, logs.String())
+			}
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("certdrift serve did not stop within 15s of SIGTERM")
+		}
+	})
+	re := regexp.MustCompile(`msg="serving metrics" address=(\S+)`)
+	waitFor(t, "certdrift serve to listen", 20*time.Second, func() (bool, string) {
+		select {
+		case err := <-exited:
+			t.Fatalf("certdrift serve exited early: %v\n%s", err, logs.String())
+		default:
+		}
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			x.addr = m[1]
+			return true, ""
+		}
+		return false, logs.String()
+	})
+	return x
+}
+
+func (x *exporter) signal(t *testing.T, s os.Signal) {
+	t.Helper()
+	if err := x.cmd.Process.Signal(s); err != nil {
+		t.Fatalf("signal certdrift: %v", err)
+	}
+}
+
+func (x *exporter) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + x.addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape certdrift: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape certdrift: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// prometheus is a real Prometheus server scraping one target every second.
+type prometheus struct {
+	url  string
+	logs *syncBuffer
+}
+
+func startPrometheus(t *testing.T, target string) *prometheus {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		bin = "/usr/bin/prometheus"
+		if _, serr := os.Stat(bin); serr != nil {
+			t.Fatalf("the Prometheus server is needed (Debian's package): apt-get install prometheus (%v)", err)
+		}
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	body := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: certdrift\n    static_configs:\n      - targets: ['%s']\n", target)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	logs := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start prometheus: %v", err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	p := &prometheus{url: "http://" + addr, logs: logs}
+	waitFor(t, "Prometheus to be ready", 30*time.Second, func() (bool, string) {
+		resp, err := http.Get(p.url + "/-/ready")
+		if err != nil {
+			return false, err.Error() + "\n" + logs.String()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return p
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// sample is one element of an instant vector.
+type sample struct {
+	Metric map[string]string
+	Value  float64
+}
+
+// query runs an instant query through Prometheus's HTTP API.
+func (p *prometheus) query(t *testing.T, q string) []sample {
+	t.Helper()
+	resp, err := http.Get(p.url + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		t.Fatalf("query %s: %v", q, err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&r); err != nil {
+		t.Fatalf("query %s: decode: %v", q, err)
+	}
+	if r.Status != "success" {
+		t.Fatalf("query %s: %s", q, r.Error)
+	}
+	out := make([]sample, 0, len(r.Data.Result))
+	for _, s := range r.Data.Result {
+		vs, _ := s.Value[1].(string)
+		v, err := strconv.ParseFloat(vs, 64)
+		if err != nil {
+			t.Fatalf("query %s: value %v: %v", q, s.Value[1], err)
+		}
+		out = append(out, sample{Metric: s.Metric, Value: v})
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, f func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last string
+	for {
+		ok, s := f()
+		if ok {
+			return
+		}
+		last = s
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last:\n%s", what, d, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,168 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/testbed"
+)
+
+// apiProxy forwards TCP to the API server until cut, and can be restored on the same address:
+// an outage of the API server as certdrift sees it, without stopping the testbed.
+type apiProxy struct {
+	addr, upstream string
+	mu             sync.Mutex
+	l              net.Listener
+	conns          []net.Conn
+}
+
+func newAPIProxy(t *testing.T, upstream string) *apiProxy {
+	t.Helper()
+	p := &apiProxy{upstream: upstream}
+	if err := p.start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	p.addr = p.l.Addr().String()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *apiProxy) start(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.l = l
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return nil
+}
+
+// cut closes the listener and every forwarded connection.
+func (p *apiProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		p.l.Close()
+		p.l = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// TestServeKubernetesAPIOutage: with the API server unreachable, certdrift_source_up{kubernetes}
+// drops to 0 and the request errors count, the last results stay exposed with their age, and all
+// recovers when the API server is back.
+func TestServeKubernetesAPIOutage(t *testing.T) {
+	tb := testbed.StartT(t, testbed.Options{VolumeSyncDelay: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ca := certs.NewCA(t, certs.WithCommonName("serve-outage-ca"))
+	deployScenario(ctx, t, tb, "plain-sds", ca.Leaf(t, certs.WithCommonName(webHost), certs.WithDNSNames(webHost)))
+
+	// The same admin kubeconfig, through the proxy: the API server's certificate names
+	// 127.0.0.1, so only the port changes.
+	kc, err := os.ReadFile(tb.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverRE := regexp.MustCompile(`server: https://(127\.0\.0\.1:\d+)`)
+	m := serverRE.FindSubmatch(kc)
+	if m == nil {
+		t.Fatalf("no loopback server in the testbed kubeconfig %s", tb.KubeconfigPath)
+	}
+	proxy := newAPIProxy(t, string(m[1]))
+	proxied := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(proxied, serverRE.ReplaceAll(kc, []byte("server: https://"+proxy.addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	x := startServe(t, "--kubeconfig", proxied, "--namespace", "plain-sds", "--interval", "1s", "--jitter", "0",
+		"--admin-access", "direct", "--timeout", "2s")
+	value := func(body, series string) (float64, bool) {
+		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`)
+		m := re.FindStringSubmatch(body)
+		if m == nil {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		return v, err == nil
+	}
+	waitFor(t, "the first round with the API server up", 60*time.Second, func() (bool, string) {
+		body := x.metrics(t)
+		v, ok := value(body, `certdrift_source_up{source="kubernetes"}`)
+		return ok && v == 1 && strings.Contains(body, `source="plain-sds/web-tls",view="desired"`), body
+	})
+
+	proxy.cut()
+	cutAt := time.Now()
+	waitFor(t, "certdrift_source_up{kubernetes} to drop to 0", 60*time.Second, func() (bool, string) {
+		body := x.metrics(t)
+		v, ok := value(body, `certdrift_source_up{source="kubernetes"}`)
+		return ok && v == 0, body
+	})
+	t.Logf("API server cut: source_up 0 after %s", time.Since(cutAt).Round(100*time.Millisecond))
+	body := x.metrics(t)
+	if !strings.Contains(body, `source="plain-sds/web-tls",view="desired"`) {
+		t.Error("the desired view disappeared during the outage: the last results must stay")
+	}
+	if !strings.Contains(body, `certdrift_kubernetes_request_errors_total{code="error"}`) {
+		t.Errorf("no transport errors counted during the outage:\n%s", grep(body, "kubernetes"))
+	}
+	if _, ok := value(body, "certdrift_result_age_seconds"); !ok {
+		t.Error("certdrift_result_age_seconds missing during the outage")
+	}
+
+	time.Sleep(3 * time.Second)
+	if err := proxy.start(proxy.addr); err != nil {
+		t.Fatalf("restore the API server proxy on %s: %v", proxy.addr, err)
+	}
+	restored := time.Now()
+	waitFor(t, "recovery after the API server is back", 90*time.Second, func() (bool, string) {
+		body := x.metrics(t)
+		v, ok := value(body, `certdrift_source_up{source="kubernetes"}`)
+		return ok && v == 1, grep(body, "kubernetes")
+	})
+	t.Logf("API server back: source_up 1 after %s", time.Since(restored).Round(100*time.Millisecond))
+}
+
+func grep(body, s string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return fmt.Sprint(strings.Join(out, "\n"))
+}
