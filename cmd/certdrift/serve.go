@@ -30,7 +30,7 @@ import (
 // serveCmd is `certdrift serve`: the exporter. Rounds of observation and judgement run on their
 // own schedule (and early on Kubernetes changes); scrapes read the latest round.
 type serveCmd struct {
-	Config        string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_CONFIG" help:"YAML configuration file (local mode); reloaded on SIGHUP and POST /-/reload."`
+	Config        string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_CONFIG" help:"YAML configuration file: the whole local mode, or with --kubeconfig only pairings and policy; reloaded on SIGHUP and POST /-/reload."`
 	ListenAddress []string      `name:"web.listen-address" default:":9809" env:"CERTDRIFT_WEB_LISTEN_ADDRESS" help:"Addresses to serve metrics on (repeatable)."`
 	WebConfigFile string        `name:"web.config.file" type:"path" placeholder:"FILE" env:"CERTDRIFT_WEB_CONFIG_FILE" help:"exporter-toolkit web configuration (TLS, client certificates, basic auth)."`
 	ProbeAddress  string        `name:"web.probe-address" placeholder:"ADDR" env:"CERTDRIFT_WEB_PROBE_ADDRESS" help:"Optional plain-HTTP address serving only /-/healthy and /-/ready, for kubelet probes when the metrics port requires TLS or auth."`
@@ -74,8 +74,6 @@ func (c *serveCmd) Validate() error {
 	switch {
 	case c.Config == "" && !c.kubeFlags.enabled():
 		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
-	case c.Config != "" && c.kubeFlags.enabled():
-		return errors.New("--config and --kubeconfig are exclusive: one exporter reads one world")
 	}
 	if c.WebConfigFile != "" {
 		if err := web.Validate(c.WebConfigFile); err != nil {
@@ -83,11 +81,6 @@ func (c *serveCmd) Validate() error {
 		}
 	}
 	return nil
-}
-
-// judgeKube is Kubernetes mode's judgement; one line to change when audit.Run takes over.
-func judgeKube(in audit.Inputs, p config.Policy, now time.Time) audit.Report {
-	return AuditByNamespace(in, p, now)
 }
 
 // exporter is one running `certdrift serve`.
@@ -114,18 +107,19 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	x := &exporter{c: c, log: log, store: store, trigger: make(chan struct{}, 1), reload: make(chan chan error)}
 	x.ready = store.Ready
 
-	if c.kubeFlags.enabled() {
-		if err := x.startKube(ctx); err != nil {
-			return noRun(err)
-		}
-		defer x.kube.Close()
-	} else {
-		cfg, err := config.Load(c.Config)
+	if c.Config != "" {
+		cfg, err := x.loadConfig()
 		if err != nil {
 			return noRun(err)
 		}
 		x.cfg.Store(cfg)
 		store.ConfigReloaded(true, time.Now())
+	}
+	if c.kubeFlags.enabled() {
+		if err := x.startKube(ctx); err != nil {
+			return noRun(err)
+		}
+		defer x.kube.Close()
 	}
 
 	// go_* and process_* (and promhttp's own) live apart from the domain metrics.
@@ -357,8 +351,19 @@ func (x *exporter) nextWait() time.Duration {
 	return time.Duration(float64(x.c.Interval) * (1 + j))
 }
 
+// loadConfig reads --config: the whole local mode, or in Kubernetes mode pairings and policy.
+func (x *exporter) loadConfig() (*config.Config, error) {
+	if x.c.kubeFlags.enabled() {
+		return config.LoadCluster(x.c.Config)
+	}
+	return config.Load(x.c.Config)
+}
+
 func (x *exporter) reloadConfig() error {
-	cfg, err := config.Load(x.c.Config)
+	if x.c.Config == "" {
+		return errors.New("no --config to reload")
+	}
+	cfg, err := x.loadConfig()
 	now := time.Now()
 	x.store.ConfigReloaded(err == nil, now)
 	if err != nil {
@@ -398,8 +403,11 @@ func (x *exporter) runRound(ctx context.Context) {
 	var r exposition.Round
 	if x.kube != nil {
 		in := x.kube.Gather(rctx)
+		if cfg := x.cfg.Load(); cfg != nil {
+			in.Config.Pairings = cfg.Pairings
+		}
 		inv := x.kube.Inventory()
-		r = exposition.Round{Inputs: in, Report: judgeKube(in, policy, time.Now()), Kubernetes: true,
+		r = exposition.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), Kubernetes: true,
 			SourcesUp: map[string]bool{"kubernetes": inv.Synced() && len(inv.Errors()) == 0}}
 	} else {
 		cfg := x.cfg.Load()

@@ -25,19 +25,23 @@ func TestServeFlagErrors(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("desired: []\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	localCfg := filepath.Join(t.TempDir(), "local.yaml")
+	if err := os.WriteFile(localCfg, []byte("desired:\n- {name: web, dir: /etc/tls}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
 		reason string
 		args   []string
 		want   string
 	}{
-		"NoWorld":         {"neither local nor Kubernetes mode", []string{"serve"}, "one of --config"},
-		"BothWorlds":      {"one exporter reads one world", []string{"serve", "--config", cfg, "--kubeconfig", cfg}, "exclusive"},
-		"ShardOutOfRange": {"shard must be below total", []string{"serve", "--config", cfg, "--shard", "2", "--total-shards", "2"}, "--shard 2"},
-		"NoShards":        {"total shards at least 1", []string{"serve", "--config", cfg, "--total-shards", "0"}, "--total-shards 0"},
-		"TinyInterval":    {"an interval that would spin", []string{"serve", "--config", cfg, "--interval", "1ms"}, "--interval"},
-		"BadJitter":       {"jitter beyond half the interval", []string{"serve", "--config", cfg, "--jitter", "0.9"}, "--jitter"},
-		"BadWebConfig":    {"the web config is validated before serving", []string{"serve", "--config", cfg, "--web.config.file", cfg}, "--web.config.file"},
-		"BadListen":       {"a listen address that cannot be bound", []string{"serve", "--config", cfg, "--web.listen-address", "256.0.0.1:1"}, "--web.listen-address"},
+		"NoWorld":              {"neither local nor Kubernetes mode", []string{"serve"}, "one of --config"},
+		"LocalConfigInCluster": {"with --kubeconfig the file holds only pairings and policy", []string{"serve", "--config", localCfg, "--kubeconfig", cfg}, "only pairings and policy"},
+		"ShardOutOfRange":      {"shard must be below total", []string{"serve", "--config", cfg, "--shard", "2", "--total-shards", "2"}, "--shard 2"},
+		"NoShards":             {"total shards at least 1", []string{"serve", "--config", cfg, "--total-shards", "0"}, "--total-shards 0"},
+		"TinyInterval":         {"an interval that would spin", []string{"serve", "--config", cfg, "--interval", "1ms"}, "--interval"},
+		"BadJitter":            {"jitter beyond half the interval", []string{"serve", "--config", cfg, "--jitter", "0.9"}, "--jitter"},
+		"BadWebConfig":         {"the web config is validated before serving", []string{"serve", "--config", cfg, "--web.config.file", cfg}, "--web.config.file"},
+		"BadListen":            {"a listen address that cannot be bound", []string{"serve", "--config", cfg, "--web.listen-address", "256.0.0.1:1"}, "--web.listen-address"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
