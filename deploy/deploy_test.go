@@ -210,11 +210,16 @@ func TestOnAPIServer(t *testing.T) {
 			t.Fatalf("%v\n%s", err, out)
 		}
 	}
-	// The Namespace must exist for a server-side dry run of the objects in it.
-	nsObj := find(objects["cluster-readonly"], "Namespace", "", "certdrift")
-	nsJSON, _ := json.Marshal(nsObj.Object)
-	if out, err := k("apply", "-f", write("namespace.json", nsJSON)); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	// The Namespace must exist for a server-side dry run of the objects in it, and the
+	// ServiceAccount for admission of the pod that uses it.
+	for i, o := range []*unstructured.Unstructured{
+		find(objects["cluster-readonly"], "Namespace", "", "certdrift"),
+		find(objects["cluster-readonly"], "ServiceAccount", "certdrift", "certdrift"),
+	} {
+		b, _ := json.Marshal(o.Object)
+		if out, err := k("apply", "-f", write(fmt.Sprintf("setup-%d.json", i), b)); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
 	}
 
 	for _, p := range profiles {
@@ -239,7 +244,7 @@ func TestOnAPIServer(t *testing.T) {
 		pod.Name, pod.Namespace = "certdrift-psa", "certdrift"
 		b, _ := json.Marshal(pod)
 		if out, err := k("create", "--dry-run=server", "-f", write("pod.json", b)); err != nil {
-			t.Fatalf("the Deployment's pod is not admitted under the restricted level: %v\n%s", err, out)
+			t.Fatalf("the Deployment's pod is not admitted under the restricted level: %v\n%q", err, out)
 		}
 		// The control: the same pod, allowed to escalate, must be refused, or the check above
 		// proves nothing about enforcement.
