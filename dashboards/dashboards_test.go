@@ -2,14 +2,18 @@ package dashboards
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/certdrift/certdrift/alerts/metricnames"
 )
@@ -237,4 +241,44 @@ func docs(t *testing.T) (metricnames.Doc, map[string]bool) {
 		t.Fatalf("docs/findings.md: %v", err)
 	}
 	return doc, codes
+}
+
+// TestQueriesParseWithPromtool gives every panel query, with its Grafana variables replaced by
+// sample values, to promtool as a recording rule: `promtool check rules` runs Prometheus' own
+// PromQL parser, which the tokenizer of alerts/metricnames only approximates.
+func TestQueriesParseWithPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if _, statErr := os.Stat("/usr/bin/promtool"); statErr != nil {
+			t.Fatal("promtool not found on PATH or at /usr/bin/promtool: install it with `apt-get install prometheus`")
+		}
+		promtool = "/usr/bin/promtool"
+	}
+	sample := strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h",
+		"$job", ".*", "$namespace", "shop", "$envoy", ".*")
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboards\n    rules:\n")
+	n := 0
+	for f, d := range load(t) {
+		for _, p := range allPanels(d.Panels) {
+			for _, tg := range p.Targets {
+				n++
+				expr, _ := json.Marshal(sample.Replace(tg.Expr)) // a JSON string is a YAML string
+				fmt.Fprintf(&rules, "      - record: dashboard:query_%d # %s %q %s\n        expr: %s\n", n, f, p.Title, tg.RefID, expr)
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "queries.rules.yaml")
+	if err := os.WriteFile(path, []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, promtool, "check", "rules", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules on the dashboards' queries: %v\n%s\n%s", err, out, rules.String())
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("SUCCESS: %d rules found", n)) {
+		t.Errorf("promtool did not check all %d queries:\n%s", n, out)
+	}
 }
