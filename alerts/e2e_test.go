@@ -1,0 +1,258 @@
+package alerts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/certdrift/certdrift/test/atomicdir"
+	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/envoytest"
+)
+
+const e2eHost = "www.example.com"
+
+// TestAlertsOnRealExposition runs the whole chain for real: two Envoys serving one Secret volume
+// (file-based SDS, which reloads, and a static tls_certificates context, which never does), the
+// real `certdrift serve` watching them, and Debian's Prometheus scraping certdrift with these
+// rules loaded. After a rotation the static Envoy must raise the stale alerts and the SDS one
+// must not. Only the rules' `for:` durations are shortened (to 0s), so the test takes seconds:
+// the expressions and labels are the shipped ones, checked against what certdrift really exposes.
+func TestAlertsOnRealExposition(t *testing.T) {
+	promBin := "/usr/bin/prometheus"
+	if p, err := exec.LookPath("prometheus"); err == nil {
+		promBin = p
+	} else if _, err := os.Stat(promBin); err != nil {
+		t.Fatal("prometheus not found on PATH or at /usr/bin/prometheus: install it with `apt-get install prometheus`")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "certdrift")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "nice", "-n", "10", "go", "build", "-o", bin, "./cmd/certdrift")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build certdrift: %v\n%s", err, out)
+	}
+
+	ca := certs.NewCA(t, certs.WithCommonName("alerts-e2e-ca"))
+	v1 := ca.Leaf(t, certs.WithCommonName(e2eHost+" v1"), certs.WithDNSNames(e2eHost), certs.WithFreshKey())
+	v2 := ca.Leaf(t, certs.WithCommonName(e2eHost+" v2"), certs.WithDNSNames(e2eHost), certs.WithFreshKey())
+	secret := filepath.Join(dir, "secret-volume")
+	project := func(l *certs.Leaf) {
+		t.Helper()
+		if err := atomicdir.Write(secret, map[string][]byte{"tls.crt": l.CertPEM, "tls.key": l.KeyPEM, "ca.crt": ca.CertPEM}); err != nil {
+			t.Fatalf("project the Secret: %v", err)
+		}
+	}
+	project(v1)
+	sdsFile := filepath.Join(dir, "sds.json")
+	if err := envoytest.WriteSDSFile(sdsFile, envoytest.TLSSecret("web_cert",
+		filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"), secret)); err != nil {
+		t.Fatal(err)
+	}
+	sds := envoytest.Start(t, envoytest.Config{Bootstrap: envoytest.FileSDSBootstrap(envoytest.SDSRef{Name: "web_cert", Path: sdsFile, WatchedDir: secret})})
+	static := envoytest.Start(t, envoytest.Config{Bootstrap: envoytest.StaticTLSBootstrap(filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"))})
+	cfg := filepath.Join(dir, "certdrift.yaml")
+	writeFile(t, cfg, fmt.Sprintf(`desired:
+  - name: web
+    dir: %s
+envoys:
+  - name: edge-sds
+    admin: %s
+    endpoints: [{address: %s, sni: [%s]}]
+  - name: edge-static
+    admin: %s
+    endpoints: [{address: %s, sni: [%s]}]
+policy:
+  grace: 2s
+`, secret, sds.AdminURL, sds.ListenerAddr(t, "https"), e2eHost, static.AdminURL, static.ListenerAddr(t, "https"), e2eHost))
+
+	certdriftAddr := freeAddr(t)
+	start(t, dir, "certdrift", bin, "serve", "--config", cfg, "--web.listen-address", certdriftAddr, "--interval", "1s")
+	waitHTTP(t, "http://"+certdriftAddr+"/-/ready", 60*time.Second)
+
+	// The shipped rules with every for: set to 0s.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(Rules, &doc); err != nil {
+		t.Fatal(err)
+	}
+	zeroFor(&doc)
+	rules, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "rules.yaml"), string(rules))
+	writeFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [%s]
+scrape_configs:
+  - job_name: certdrift
+    honor_labels: true
+    static_configs: [{targets: ["%s"]}]
+`, filepath.Join(dir, "rules.yaml"), certdriftAddr))
+	promAddr := freeAddr(t)
+	start(t, dir, "prometheus", promBin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+promAddr)
+	waitHTTP(t, "http://"+promAddr+"/-/ready", 60*time.Second)
+
+	// Before the rotation, both Envoys are converged: give Prometheus a few evaluations.
+	time.Sleep(5 * time.Second)
+	if got := alerts(t, promAddr, "CertdriftStale"); len(got) != 0 {
+		t.Fatalf("stale alerts before any rotation: %v", got)
+	}
+
+	project(v2)
+	deadline := time.Now().Add(90 * time.Second)
+	want := map[string]bool{"CertdriftStaleLoadedCertificate edge-static": true, "CertdriftStaleServedCertificate edge-static": true}
+	var got []string
+	for time.Now().Before(deadline) {
+		got = alerts(t, promAddr, "CertdriftStale")
+		n := 0
+		for _, a := range got {
+			if want[a] {
+				n++
+			}
+		}
+		if n == len(want) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("firing after the rotation: %v", got)
+	for a := range want {
+		if !contains(got, a) {
+			t.Errorf("alert %q not firing after the rotation; firing: %v", a, got)
+		}
+	}
+	for _, a := range got {
+		if strings.HasSuffix(a, " edge-sds") {
+			t.Errorf("alert %q fires for the Envoy that reloaded", a)
+		}
+	}
+	if got := alerts(t, promAddr, "CertdriftNotAuditing"); len(got) != 0 {
+		t.Errorf("certdrift rounds complete every second, yet %v fires", got)
+	}
+}
+
+// alerts lists the firing alerts whose name starts with prefix, as "name envoy".
+func alerts(t *testing.T, addr, prefix string) []string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/alerts")
+	if err != nil {
+		t.Fatalf("query Prometheus alerts: %v", err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("decode Prometheus alerts: %v", err)
+	}
+	var out []string
+	for _, a := range body.Data.Alerts {
+		if a.State == "firing" && strings.HasPrefix(a.Labels["alertname"], prefix) {
+			out = append(out, a.Labels["alertname"]+" "+a.Labels["envoy"])
+		}
+	}
+	return out
+}
+
+func zeroFor(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "for" {
+				n.Content[i+1].Value = "0s"
+			}
+		}
+	}
+	for _, c := range n.Content {
+		zeroFor(c)
+	}
+}
+
+func start(t *testing.T, dir, name, bin string, args ...string) {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("--- end of %s log ---\n%s", name, b)
+		}
+	})
+}
+
+func waitHTTP(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	c := http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := c.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within %s (last: %v)", url, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
