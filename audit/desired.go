@@ -116,14 +116,14 @@ func (a *auditor) checkDesired(obs []files.Observation) {
 		a.checkValidity("desired", d.subject(), it.Chain, false)
 		a.checkWeak("desired", d.subject(), d.leaf)
 		if len(it.CA) > 0 {
-			a.checkBundleCovers(d.subject(), it.CA, d.leaf, it.Chain[1:], fmt.Sprintf("the CA bundle %s beside it", it.CAPath))
+			a.checkBundleCovers(d.subject(), Critical, it.CA, d.leaf, it.Chain[1:], fmt.Sprintf("the CA bundle %s beside it", it.CAPath))
 		}
 	}
 }
 
 // checkBundleCovers reports CA_BUNDLE_GAP when bundle cannot verify leaf (through the given
 // intermediates) at the audit time.
-func (a *auditor) checkBundleCovers(s Subject, bundle []*x509.Certificate, leaf *x509.Certificate, intermediates []*x509.Certificate, bundleName string) {
+func (a *auditor) checkBundleCovers(s Subject, sev Severity, bundle []*x509.Certificate, leaf *x509.Certificate, intermediates []*x509.Certificate, bundleName string) {
 	res := pki.Verify(leaf, intermediates, bundle, a.now, x509.ExtKeyUsageAny)
 	if res.OK {
 		return
@@ -136,7 +136,7 @@ func (a *auditor) checkBundleCovers(s Subject, bundle []*x509.Certificate, leaf 
 	if res.Err != nil {
 		ev["reason"] = res.Err.Error()
 	}
-	a.add(Finding{Code: CABundleGap, Severity: Critical, Subject: s, Evidence: ev,
+	a.add(Finding{Code: CABundleGap, Severity: sev, Subject: s, Evidence: ev,
 		Message: fmt.Sprintf("%s does not verify certificate %q (issuer %q)", bundleName, leaf.Subject.CommonName, leaf.Issuer.CommonName),
 		Advice:  "add the new issuer to the bundle before rolling out leaves it signed (bundle [newCA, oldCA] during a CA rotation)"})
 }

@@ -460,8 +460,11 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 	if d == nil || d.leaf == nil {
 		return ""
 	}
-	a.checkServedChain(s, r.Chain, d)
 	if pki.Fingerprint(d.leaf) == fp {
+		// The chain is judged against the desired CA bundle only for the desired leaf: an old
+		// leaf from a rotated CA does not chain to the new bundle, and that is STALE_SERVED,
+		// not a missing intermediate.
+		a.checkServedChain(s, r.Chain, d)
 		return StateConverged
 	}
 	isStale, age := a.stale(d)

@@ -362,14 +362,27 @@ func (a *auditor) presentedLeaves(ev *EnvoyView, source, item string, recs []ser
 	if len(out) > 0 || ev.Admin == nil {
 		return out
 	}
+	bound, named := false, map[string]bool{}
 	for _, cb := range ev.Config.Bindings {
-		if cb.Source != source || cb.Item != item {
+		if cb.Source == source && cb.Item == item {
+			bound = true
+			if cb.Secret != "" {
+				named[cb.Secret] = true
+			}
+		}
+	}
+	if !bound {
+		return nil
+	}
+	// A secret the binding names; else (an upstream TLS context, which listeners do not tie to
+	// a mount) a loaded certificate with the desired certificate's names — an old or new copy
+	// of it.
+	d := a.desired.lookup(source, item)
+	for _, s := range ev.Admin.Secrets {
+		if !s.HasCertificate || len(s.Chain) == 0 {
 			continue
 		}
-		for _, s := range ev.Admin.Secrets {
-			if !s.HasCertificate || len(s.Chain) == 0 || cb.Secret == "" || s.Name != cb.Secret {
-				continue
-			}
+		if named[s.Name] || (len(named) == 0 && d != nil && d.leaf != nil && sameNames(s.Chain[0].DNSNames, d.leaf.DNSNames) && sameNames(uriStrings(s.Chain[0]), uriStrings(d.leaf))) {
 			out = append(out, liveLeaf{envoy: ev.Config.Name, view: "has loaded", cert: s.Chain[0], intermediates: s.Chain[1:]})
 		}
 	}

@@ -258,6 +258,24 @@ func TestLivePairing(t *testing.T) {
 			envoys:  []EnvoyView{proxy(proxyNew, caNew.Cert), cp(cpNew, caNew.Cert)},
 		},
 	}
+	// The proxy's certificate sits in an upstream (cluster) TLS context, which no listener ties
+	// to its mount: its binding names only the file, and the loaded certificate with the desired
+	// names is what it presents.
+	mountOnly := proxy(proxyNew, caNew.Cert)
+	mountOnly.Config.Bindings = []config.Binding{{Source: "eg/envoy", File: "/certs/tls.crt"}}
+	cases["ProxyBoundByMountOnly"] = struct {
+		reason   string
+		desired  []files.Observation
+		envoys   []EnvoyView
+		wantGaps []gap
+		wantSev  Severity
+	}{
+		reason:   "the same window with the proxy bound by its mount only",
+		desired:  desired(rotated, caNew.Cert),
+		envoys:   []EnvoyView{mountOnly, cp(cpOld, caOld.Cert)},
+		wantGaps: []gap{{"eg/envoy-1", "eg/envoy-gateway-1"}, {"eg/envoy-gateway-1", "eg/envoy-1"}},
+		wantSev:  Critical,
+	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := Run(Inputs{Config: &config.Config{Pairings: pairings}, Desired: tc.desired, Envoys: tc.envoys}, config.DefaultPolicy, now)

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/certdrift/certdrift/config"
 )
@@ -29,7 +30,13 @@ func (a *auditor) checkPairings() {
 				Advice:  "point the pairing's bundle at a source with a CA file"})
 			continue
 		}
-		a.checkBundleCovers(s, ca, leaf.leaf, leaf.it.Chain[1:], fmt.Sprintf("pairing %s: the trust bundle of %s (%s)", pairName(p), bundle.name(), where))
+		// Within the grace period of the change that opened it, a gap is the window every
+		// rotation of one side has until the other side's Secret follows.
+		sev := Critical
+		if changed := later(bundle.changedAt, leaf.changedAt); !changed.IsZero() && a.now.Sub(changed) <= a.policy.Grace.D() {
+			sev = Warning
+		}
+		a.checkBundleCovers(s, sev, ca, leaf.leaf, leaf.it.Chain[1:], fmt.Sprintf("pairing %s: the trust bundle of %s (%s)", pairName(p), bundle.name(), where))
 	}
 }
 
@@ -38,4 +45,11 @@ func pairName(p config.Pairing) string {
 		return p.Name
 	}
 	return p.Bundle.Source + "→" + p.Leaf.Source
+}
+
+func later(x, y time.Time) time.Time {
+	if x.After(y) {
+		return x
+	}
+	return y
 }

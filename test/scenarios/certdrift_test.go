@@ -109,7 +109,8 @@ func runAudit(t *testing.T, ns string, args ...string) (int, auditReport) {
 }
 
 // findings returns "CODE severity envoy" for every finding with one of codes (all when none),
-// sorted, for comparison with what a scenario expects.
+// sorted and without repeats (one per handshake becomes one per pod), for comparison with what a
+// scenario expects.
 func (r auditReport) findings(codes ...string) []string {
 	var out []string
 	for _, f := range r.Findings {
@@ -118,7 +119,7 @@ func (r auditReport) findings(codes ...string) []string {
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // writeConfig writes a Kubernetes-mode config file (pairings and policy) and returns its path.

@@ -195,12 +195,16 @@ func egPairings(t *testing.T) string {
 `)
 }
 
-// gapDirections lists the CA_BUNDLE_GAP findings as "trusting pod <- presenting pod" with their
-// severity.
+// gapDirections lists the CA_BUNDLE_GAP findings with their severity: live ones as "trusting
+// pod <- presenting pod", desired ones (the Secrets themselves) as "Secrets <- leaf source".
 func gapDirections(r auditReport, pods map[string]string) []string {
 	var out []string
 	for _, f := range r.Findings {
-		if f.Code == "CA_BUNDLE_GAP" {
+		switch {
+		case f.Code != "CA_BUNDLE_GAP":
+		case f.Subject.Envoy == "":
+			out = append(out, f.Severity+" Secrets <- "+f.Subject.Source)
+		default:
 			out = append(out, f.Severity+" "+pods[f.Subject.Envoy]+" <- "+pods[f.Evidence["leaf_presented_by"]])
 		}
 	}
@@ -272,16 +276,17 @@ func egRound(ctx context.Context, t *testing.T, bundle bool, cp, rl, proxy corev
 		t.Errorf("the control plane rejected the old proxy leaf before its Secret was rotated: %v", ex.err)
 	}
 
-	// certdrift in the window: the live trust of each side against what the other presents.
-	// The desired view is consistent (the control plane's Secret is not even rewritten yet); the
-	// pods are not. Within the grace period the gaps are warnings.
+	// certdrift in the window: the Secrets disagree (the proxy's is rotated, the control
+	// plane's not yet), and so do the pods: the live trust of each side against what the other
+	// presents. Within the grace period the gaps are warnings.
 	names := map[string]string{egNS + "/" + proxy.Name: "proxy", egNS + "/" + cp.Name: "control-plane"}
 	_, r := runAudit(t, egNS, "--config", egPairings(t), "--grace", "10m")
-	want := []string{"warning control-plane <- proxy", "warning proxy <- control-plane"}
+	want := []string{"warning Secrets <- eg-mtls/envoy", "warning Secrets <- eg-mtls/envoy-gateway",
+		"warning control-plane <- proxy", "warning proxy <- control-plane"}
 	if bundle {
 		// The proxy's [newCA, oldCA] accepts the control plane's old leaf; the control plane
 		// (still [oldCA]) rejects the proxy's new one: the bundle fixes one direction only.
-		want = []string{"warning control-plane <- proxy"}
+		want = []string{"warning Secrets <- eg-mtls/envoy", "warning control-plane <- proxy"}
 	}
 	if diff := cmp.Diff(want, gapDirections(r, names)); diff != "" {
 		t.Errorf("audit in the window (bundle %v): CA_BUNDLE_GAP (-want +got):\n%s", bundle, diff)
