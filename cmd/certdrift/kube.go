@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -142,6 +143,7 @@ func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 	log.Info("cluster read", "secret_sources", len(desired), "envoys", len(snap.Targets))
 
 	leaves := desiredNames(desired)
+	lookup := secretLookup(desired)
 	envoys := make([]config.Envoy, len(snap.Targets))
 	views := make([]audit.EnvoyView, len(snap.Targets))
 	forEach(len(snap.Targets), opt.Concurrency, func(i int) {
@@ -156,8 +158,13 @@ func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 			admin = snapshotPod(ctx, s.dialer, t, opt.Timeout, log)
 			e.Admin = admin.AdminURL
 			// What Envoy reports loading comes first: the audit keeps the first path it is given
-			// for a Secret, and the reported path is the one /certs and the listeners name.
-			e.Bindings = append(kube.LoadedBindings(t, "", admin), e.Bindings...)
+			// for a Secret, and the reported path is the one /certs and the listeners name. SDS
+			// names (Istio kubernetes://, Envoy Gateway ns/name) come next, the spec last.
+			sds, trust := kube.SDSBindings(t, admin, lookup)
+			for _, tb := range trust {
+				log.Debug("envoy trust bundle", "envoy", t.Key(), "sds_secret", tb.Secret, "source", tb.Source, "missing", tb.Missing)
+			}
+			e.Bindings = slices.Concat(kube.LoadedBindings(t, "", admin), sds, e.Bindings)
 			if len(e.Endpoints) == 0 {
 				e.Endpoints = kube.ListenerEndpoints(t.PodIP, admin.Listeners)
 			}
@@ -210,6 +217,27 @@ func snapshotPod(ctx context.Context, d *kube.AdminDialer, t kube.EnvoyTarget, t
 	log.Debug("envoy admin read", "envoy", t.Key(), "admin", conn.BaseURL, "route", conn.Route,
 		"contexts", len(s.Contexts), "secrets", len(s.Secrets), "duration_seconds", time.Since(start).Seconds())
 	return s
+}
+
+// secretLookup answers whether the desired view holds a Secret and whether it carries a CA
+// bundle, for resolving SDS names (Istio's -cacert rule needs the latter).
+func secretLookup(obs []files.Observation) kube.SecretLookup {
+	type info struct{ hasCA bool }
+	m := make(map[string]info, len(obs))
+	for _, o := range obs {
+		if strings.HasPrefix(o.Source.Name, "configmap:") {
+			continue
+		}
+		i := m[o.Source.Name]
+		for _, it := range o.Items {
+			i.hasCA = i.hasCA || len(it.CA) > 0
+		}
+		m[o.Source.Name] = i
+	}
+	return func(source string) (bool, bool) {
+		i, ok := m[source]
+		return ok, i.hasCA
+	}
 }
 
 // desiredNames are the exact DNS names of each desired source's certificates, by source name.
