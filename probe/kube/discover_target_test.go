@@ -83,7 +83,7 @@ func TestMatchPreset(t *testing.T) {
 			want: want{PresetIstio, "edge", true},
 		},
 		"NoReloadComponent": {
-			reason: "a non-Envoy pod declaring hot-reload false (Envoy Gateway's rate limit) is a target without admin, whatever presets are enabled",
+			reason:  "a non-Envoy pod declaring hot-reload false (Envoy Gateway's rate limit) is a target without admin, whatever presets are enabled",
 			pod:     pod(nil, map[string]string{AnnotationHotReload: "false"}, c("ratelimit", "envoyproxy/ratelimit:master")),
 			enabled: map[Preset]bool{PresetIstio: true},
 			want:    want{PresetNoReload, "ratelimit", true},
