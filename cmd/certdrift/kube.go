@@ -42,6 +42,17 @@ type KubeOptions struct {
 	Presets     []kube.Preset
 	AdminMode   kube.AdminMode
 	SyncTimeout time.Duration
+	// The inventory's server-side filters (kube.Options): excluded namespaces, Secret types,
+	// Opaque layouts, label selectors, CA-bundle ConfigMaps.
+	ExcludeNamespaces []string
+	SecretTypes       []string
+	Layouts           []kube.Layout
+	SecretSelector    string
+	ConfigMapSelector string
+	ConfigMapNames    []string
+	// QPS and Burst bound each client's request rate (0: the kube package's defaults).
+	QPS   float32
+	Burst int
 	// OnDesiredChange is called (on an informer goroutine: quick, non-blocking) after a Secret
 	// or ConfigMap summary changes, and OnTargetChange after an Envoy pod does; the exporter
 	// uses them to refresh without waiting for its next round.
@@ -79,12 +90,12 @@ func StartKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt K
 		opt.SyncTimeout = 30 * time.Second
 	}
 	log := opt.Log
-	inv, err := kube.New(rc, kube.Options{Namespaces: opt.Namespaces, Logger: log, OnChange: opt.OnDesiredChange})
+	inv, err := kube.New(rc, opt.inventoryOptions())
 	if err != nil {
 		return nil, err
 	}
-	disc, err := kube.NewDiscovery(rc, kube.DiscoveryOptions{Namespaces: opt.Namespaces, Selectors: opt.Selectors,
-		Presets: opt.Presets, Logger: log, OnChange: opt.OnTargetChange})
+	disc, err := kube.NewDiscovery(rc, kube.DiscoveryOptions{Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
+		Selectors: opt.Selectors, Presets: opt.Presets, QPS: opt.QPS, Burst: opt.Burst, Logger: log, OnChange: opt.OnTargetChange})
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +117,16 @@ func StartKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt K
 		return nil, fmt.Errorf("read the cluster: %w", err)
 	}
 	return s, nil
+}
+
+// inventoryOptions are the kube.Options these KubeOptions ask for.
+func (opt KubeOptions) inventoryOptions() kube.Options {
+	return kube.Options{
+		Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
+		SecretTypes: opt.SecretTypes, Layouts: opt.Layouts, SecretSelector: opt.SecretSelector,
+		ConfigMapSelector: opt.ConfigMapSelector, ConfigMapNames: opt.ConfigMapNames,
+		QPS: opt.QPS, Burst: opt.Burst, Logger: opt.Log, OnChange: opt.OnDesiredChange,
+	}
 }
 
 // Close stops the informers and closes port-forward sessions; nothing of the session outlives it.
