@@ -36,6 +36,11 @@ type kubeFlags struct {
 	ConfigMap         []string `name:"configmap" sep:"," env:"CERTDRIFT_CONFIGMAP" help:"Kubernetes mode: CA-bundle ConfigMaps by name, \"name\" in every namespace (e.g. istio-ca-root-cert) or \"namespace/name\" (repeatable)."`
 	KubeQPS           float32  `name:"kube-qps" default:"50" env:"CERTDRIFT_KUBE_QPS" help:"Kubernetes mode: sustained requests per second to the API server."`
 	KubeBurst         int      `name:"kube-burst" default:"100" env:"CERTDRIFT_KUBE_BURST" help:"Kubernetes mode: request burst to the API server."`
+
+	// InventoryOnly is for the scale benchmark (test/scale): the audit has no mode that stops
+	// after the desired view, and timing the whole audit would mix the inventory with judging
+	// ten thousand Secrets. Hidden: it is a measurement hook, not a feature.
+	InventoryOnly bool `name:"inventory-only" hidden:"" help:"Kubernetes mode: read the Secret inventory to completion, print its size as JSON and exit."`
 }
 
 // enabled reports whether Kubernetes mode was asked for.
