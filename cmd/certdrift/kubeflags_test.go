@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"
 )
 
@@ -185,5 +187,25 @@ func TestKubeInventoryFlagsExit2(t *testing.T) {
 	r := certdrift(t, nil, "audit", "--kubeconfig", writeKubeconfig(t), "--secret-type", "Opaque")
 	if r.code != codeNoRun || !strings.Contains(r.stderr, "--secret-layout") {
 		t.Errorf("want exit %d naming --secret-layout\n%s", codeNoRun, r)
+	}
+}
+
+// TestSecretLookup covers kube.go's index of the desired view that SDS names resolve against
+// (here because kube.go has no test file of its own in this branch).
+func TestSecretLookup(t *testing.T) {
+	ca := &x509.Certificate{}
+	obs := []files.Observation{
+		{Source: files.Source{Name: "gw/with-ca"}, Items: []files.Item{{CA: []*x509.Certificate{ca}}}},
+		{Source: files.Source{Name: "gw/no-ca"}, Items: []files.Item{{}}},
+		{Source: files.Source{Name: "configmap:gw/bundle"}, Items: []files.Item{{CA: []*x509.Certificate{ca}}}},
+	}
+	lookup := secretLookup(obs)
+	cases := map[string]struct{ exists, hasCA bool }{
+		"gw/with-ca": {true, true}, "gw/no-ca": {true, false}, "gw/bundle": {false, false}, "configmap:gw/bundle": {false, false}, "gw/absent": {false, false},
+	}
+	for src, want := range cases {
+		if e, c := lookup(src); e != want.exists || c != want.hasCA {
+			t.Errorf("lookup(%q) = %v, %v; want %v, %v", src, e, c, want.exists, want.hasCA)
+		}
 	}
 }
