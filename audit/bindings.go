@@ -39,7 +39,7 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	}
 	name := ev.Config.Name
 	for _, cb := range ev.Config.Bindings {
-		add(&Binding{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File, Origin: OriginConfig})
+		add(&Binding{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File, Origin: cmp.Or(cb.Origin, OriginConfig)})
 	}
 	for _, ep := range ev.Config.Endpoints {
 		if ep.Source != "" {

@@ -84,6 +84,9 @@ type Binding struct {
 	Item   string `yaml:"item"`
 	Secret string `yaml:"secret"` // SDS secret name as in config_dump
 	File   string `yaml:"file"`   // certificate path as in /certs or config_dump
+	// Origin is set by discovery (Kubernetes mode: "path", "sds-name"), never by a file; empty
+	// means the binding is explicit configuration.
+	Origin string `yaml:"-"`
 }
 
 // Pairing declares that the trust bundle of one source must accept the leaf of another (e.g. a

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +44,17 @@ type KubeOptions struct {
 	Presets     []kube.Preset
 	AdminMode   kube.AdminMode
 	SyncTimeout time.Duration
+	// The inventory's server-side filters (kube.Options): excluded namespaces, Secret types,
+	// Opaque layouts, label selectors, CA-bundle ConfigMaps.
+	ExcludeNamespaces []string
+	SecretTypes       []string
+	Layouts           []kube.Layout
+	SecretSelector    string
+	ConfigMapSelector string
+	ConfigMapNames    []string
+	// QPS and Burst bound each client's request rate (0: the kube package's defaults).
+	QPS   float32
+	Burst int
 	// OnDesiredChange is called (on an informer goroutine: quick, non-blocking) after a Secret
 	// or ConfigMap summary changes, and OnTargetChange after an Envoy pod does; the exporter
 	// uses them to refresh without waiting for its next round.
@@ -78,12 +92,12 @@ func StartKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt K
 		opt.SyncTimeout = 30 * time.Second
 	}
 	log := opt.Log
-	inv, err := kube.New(rc, kube.Options{Namespaces: opt.Namespaces, Logger: log, OnChange: opt.OnDesiredChange})
+	inv, err := kube.New(rc, opt.inventoryOptions())
 	if err != nil {
 		return nil, err
 	}
-	disc, err := kube.NewDiscovery(rc, kube.DiscoveryOptions{Namespaces: opt.Namespaces, Selectors: opt.Selectors,
-		Presets: opt.Presets, Logger: log, OnChange: opt.OnTargetChange})
+	disc, err := kube.NewDiscovery(rc, kube.DiscoveryOptions{Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
+		Selectors: opt.Selectors, Presets: opt.Presets, QPS: opt.QPS, Burst: opt.Burst, Logger: log, OnChange: opt.OnTargetChange})
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +119,16 @@ func StartKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt K
 		return nil, fmt.Errorf("read the cluster: %w", err)
 	}
 	return s, nil
+}
+
+// inventoryOptions are the kube.Options these KubeOptions ask for.
+func (opt KubeOptions) inventoryOptions() kube.Options {
+	return kube.Options{
+		Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
+		SecretTypes: opt.SecretTypes, Layouts: opt.Layouts, SecretSelector: opt.SecretSelector,
+		ConfigMapSelector: opt.ConfigMapSelector, ConfigMapNames: opt.ConfigMapNames,
+		QPS: opt.QPS, Burst: opt.Burst, Logger: opt.Log, OnChange: opt.OnDesiredChange,
+	}
 }
 
 // Close stops the informers and closes port-forward sessions; nothing of the session outlives it.
@@ -142,6 +166,7 @@ func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 	log.Info("cluster read", "secret_sources", len(desired), "envoys", len(snap.Targets))
 
 	leaves := desiredNames(desired)
+	lookup := secretLookup(desired)
 	envoys := make([]config.Envoy, len(snap.Targets))
 	views := make([]audit.EnvoyView, len(snap.Targets))
 	forEach(len(snap.Targets), opt.Concurrency, func(i int) {
@@ -156,8 +181,13 @@ func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 			admin = snapshotPod(ctx, s.dialer, t, opt.Timeout, log)
 			e.Admin = admin.AdminURL
 			// What Envoy reports loading comes first: the audit keeps the first path it is given
-			// for a Secret, and the reported path is the one /certs and the listeners name.
-			e.Bindings = append(kube.LoadedBindings(t, "", admin), e.Bindings...)
+			// for a Secret, and the reported path is the one /certs and the listeners name. SDS
+			// names (Istio kubernetes://, Envoy Gateway ns/name) come next, the spec last.
+			sds, trust := kube.SDSBindings(t, admin, lookup)
+			for _, tb := range trust {
+				log.Debug("envoy trust bundle", "envoy", t.Key(), "sds_secret", tb.Secret, "source", tb.Source, "missing", tb.Missing)
+			}
+			e.Bindings = slices.Concat(kube.LoadedBindings(t, "", admin), sds, e.Bindings)
 			if len(e.Endpoints) == 0 {
 				e.Endpoints = kube.ListenerEndpoints(t.PodIP, admin.Listeners)
 			}
@@ -210,6 +240,27 @@ func snapshotPod(ctx context.Context, d *kube.AdminDialer, t kube.EnvoyTarget, t
 	log.Debug("envoy admin read", "envoy", t.Key(), "admin", conn.BaseURL, "route", conn.Route,
 		"contexts", len(s.Contexts), "secrets", len(s.Secrets), "duration_seconds", time.Since(start).Seconds())
 	return s
+}
+
+// secretLookup answers whether the desired view holds a Secret and whether it carries a CA
+// bundle, for resolving SDS names (Istio's -cacert rule needs the latter).
+func secretLookup(obs []files.Observation) kube.SecretLookup {
+	type info struct{ hasCA bool }
+	m := make(map[string]info, len(obs))
+	for _, o := range obs {
+		if strings.HasPrefix(o.Source.Name, "configmap:") {
+			continue
+		}
+		i := m[o.Source.Name]
+		for _, it := range o.Items {
+			i.hasCA = i.hasCA || len(it.CA) > 0
+		}
+		m[o.Source.Name] = i
+	}
+	return func(source string) (bool, bool) {
+		i, ok := m[source]
+		return ok, i.hasCA
+	}
 }
 
 // desiredNames are the exact DNS names of each desired source's certificates, by source name.
@@ -297,10 +348,47 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	}
 	kube.RouteKlog(log)
 	start := time.Now()
+	if c.InventoryOnly {
+		return inventoryOnly(ctx, io, rc, opts, start)
+	}
 	in, err := GatherKube(ctx, rc, policy, opts)
 	if err != nil {
 		return noRun(err)
 	}
 	in.Config.Pairings = cfg.Pairings
 	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
+}
+
+// inventoryOnly runs the Secret/ConfigMap inventory to its initial sync and prints its size: the
+// path test/scale times against a bare list loop. Nothing of the Secrets is printed.
+func inventoryOnly(ctx context.Context, io *streams, rc *rest.Config, opt KubeOptions, start time.Time) error {
+	inv, err := kube.New(rc, opt.inventoryOptions())
+	if err != nil {
+		return noRun(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = inv.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	syncCtx, cancel := context.WithTimeout(ctx, cmp.Or(opt.SyncTimeout, 30*time.Second))
+	err = inv.WaitSynced(syncCtx)
+	cancel()
+	if err != nil {
+		return noRun(fmt.Errorf("read the cluster: %w", err))
+	}
+	took := time.Since(start)
+	snap := inv.Snapshot()
+	st := inv.Stats()
+	certs := 0
+	for _, s := range snap.Secrets {
+		certs += len(s.Items)
+	}
+	out := map[string]any{"secrets": len(snap.Secrets), "configmaps": len(snap.ConfigMaps), "certificates": certs,
+		"list_requests": st.ListRequests, "listed_objects": st.ListedObjects, "secrets_parsed": st.SecretsParsed,
+		"sync_seconds": took.Seconds()}
+	enc := json.NewEncoder(io.Out)
+	if err := enc.Encode(out); err != nil {
+		return noRun(fmt.Errorf("write inventory summary: %w", err))
+	}
+	return nil
 }

@@ -3,8 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/probe/kube"
@@ -21,34 +25,139 @@ type kubeFlags struct {
 	Preset      []string      `name:"preset" sep:"," env:"CERTDRIFT_PRESET" help:"Kubernetes mode: kinds of Envoy to discover (envoy, istio, envoy-gateway, annotated; default all)."`
 	AdminAccess string        `name:"admin-access" default:"auto" enum:"auto,direct,port-forward" env:"CERTDRIFT_ADMIN_ACCESS" help:"Kubernetes mode: reach Envoy admins by pod IP, API-server port-forward, or auto (pod IP, else port-forward): ${enum}."`
 	SyncTimeout time.Duration `default:"30s" env:"CERTDRIFT_SYNC_TIMEOUT" help:"Kubernetes mode: how long to wait for the initial list of Secrets and pods."`
+
+	// Inventory: what the API server sends. Every filter here is applied server-side (field and
+	// label selectors), because memory and API-server load are what users hold against peer tools.
+	ExcludeNamespace  []string `name:"exclude-namespace" sep:"," env:"CERTDRIFT_EXCLUDE_NAMESPACE" help:"Kubernetes mode: leave out these namespaces (repeatable or comma-separated; not with --namespace)."`
+	SecretType        []string `name:"secret-type" sep:"," default:"kubernetes.io/tls" env:"CERTDRIFT_SECRET_TYPE" help:"Kubernetes mode: Secret types read with the tls.crt/tls.key/ca.crt layout, one server-side field selector each (repeatable). Opaque Secrets are read through --secret-layout."`
+	SecretLayout      []string `name:"secret-layout" sep:"none" placeholder:"cert=K,key=K,ca=K" env:"CERTDRIFT_SECRET_LAYOUT" help:"Kubernetes mode: also read Opaque Secrets with these keys (repeatable), e.g. cert=cert,key=key,ca=cacert (Istio generic) or cert=*.crt,key=*.key,ca=ca.crt (one item per name)."`
+	SecretSelector    string   `name:"secret-selector" env:"CERTDRIFT_SECRET_SELECTOR" help:"Kubernetes mode: only Secrets matching this label selector (applied by the API server)."`
+	ConfigMapSelector string   `name:"configmap-selector" env:"CERTDRIFT_CONFIGMAP_SELECTOR" help:"Kubernetes mode: read CA-bundle ConfigMaps matching this label selector (none are read without it or --configmap)."`
+	ConfigMap         []string `name:"configmap" sep:"," env:"CERTDRIFT_CONFIGMAP" help:"Kubernetes mode: CA-bundle ConfigMaps by name, \"name\" in every namespace (e.g. istio-ca-root-cert) or \"namespace/name\" (repeatable)."`
+	KubeQPS           float32  `name:"kube-qps" default:"50" env:"CERTDRIFT_KUBE_QPS" help:"Kubernetes mode: sustained requests per second to the API server."`
+	KubeBurst         int      `name:"kube-burst" default:"100" env:"CERTDRIFT_KUBE_BURST" help:"Kubernetes mode: request burst to the API server."`
+
+	// InventoryOnly is for the scale benchmark (test/scale): the audit has no mode that stops
+	// after the desired view, and timing the whole audit would mix the inventory with judging
+	// ten thousand Secrets. Hidden: it is a measurement hook, not a feature.
+	InventoryOnly bool `name:"inventory-only" hidden:"" help:"Kubernetes mode: read the Secret inventory to completion, print its size as JSON and exit."`
 }
 
 // enabled reports whether Kubernetes mode was asked for.
 func (k kubeFlags) enabled() bool { return k.Kubeconfig != "" || k.InCluster }
 
 func (k kubeFlags) validate() error {
+	var errs []error
 	if k.Kubeconfig != "" && k.InCluster {
-		return errors.New("--kubeconfig and --in-cluster are exclusive")
+		errs = append(errs, errors.New("--kubeconfig and --in-cluster are exclusive"))
 	}
 	if k.InCluster && k.Context != "" {
-		return errors.New("--context needs --kubeconfig")
+		errs = append(errs, errors.New("--context needs --kubeconfig"))
 	}
 	if k.SyncTimeout < 0 {
-		return fmt.Errorf("--sync-timeout %s: must not be negative", k.SyncTimeout)
+		errs = append(errs, fmt.Errorf("--sync-timeout %s: must not be negative", k.SyncTimeout))
 	}
-	return nil
+	if len(k.Namespace) > 0 && len(k.ExcludeNamespace) > 0 {
+		errs = append(errs, errors.New("--namespace and --exclude-namespace are exclusive: name the namespaces to read, or the ones to leave out"))
+	}
+	for _, ns := range k.ExcludeNamespace {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--exclude-namespace %q: %s", ns, strings.Join(msgs, "; ")))
+		}
+	}
+	for _, t := range k.SecretType {
+		switch {
+		case t == string(corev1.SecretTypeOpaque):
+			errs = append(errs, errors.New("--secret-type Opaque: Opaque Secrets hold anything; name their keys with --secret-layout instead"))
+		case t == "" || strings.ContainsAny(t, ",=! \t"):
+			errs = append(errs, fmt.Errorf("--secret-type %q: not a Secret type", t))
+		}
+	}
+	for _, l := range k.SecretLayout {
+		if _, err := parseLayout(l); err != nil {
+			errs = append(errs, fmt.Errorf("--secret-layout %q: %w", l, err))
+		}
+	}
+	for flag, sel := range map[string]string{"--secret-selector": k.SecretSelector, "--configmap-selector": k.ConfigMapSelector} {
+		if _, err := labels.Parse(sel); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: not a label selector: %w", flag, sel, err))
+		}
+	}
+	if k.KubeQPS < 0 {
+		errs = append(errs, fmt.Errorf("--kube-qps %v: must not be negative", k.KubeQPS))
+	}
+	if k.KubeBurst < 0 {
+		errs = append(errs, fmt.Errorf("--kube-burst %d: must not be negative", k.KubeBurst))
+	}
+	if k.KubeQPS > 0 && k.KubeBurst > 0 && float32(k.KubeBurst) < k.KubeQPS {
+		errs = append(errs, fmt.Errorf("--kube-burst %d is below --kube-qps %v: client-go would never reach the rate", k.KubeBurst, k.KubeQPS))
+	}
+	return errors.Join(errs...)
 }
 
-// restConfig is the client configuration the flags name.
+// parseLayout reads "cert=K,key=K,ca=K" (key and ca optional, in any order) into a kube.Layout.
+func parseLayout(s string) (kube.Layout, error) {
+	var l kube.Layout
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(part, "=")
+		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
+		if !ok || val == "" {
+			return kube.Layout{}, fmt.Errorf("%q: want name=key", part)
+		}
+		if seen[name] {
+			return kube.Layout{}, fmt.Errorf("%s given twice", name)
+		}
+		seen[name] = true
+		if msgs := validation.IsConfigMapKey(strings.ReplaceAll(val, "*", "x")); len(msgs) > 0 {
+			return kube.Layout{}, fmt.Errorf("%s=%q: not a Secret key: %s", name, val, strings.Join(msgs, "; "))
+		}
+		switch name {
+		case "cert":
+			l.Cert = val
+		case "key":
+			l.Key = val
+		case "ca":
+			l.CA = val
+		default:
+			return kube.Layout{}, fmt.Errorf("%q: want cert, key or ca", name)
+		}
+	}
+	if l.Cert == "" {
+		return kube.Layout{}, errors.New("cert=<key> is required")
+	}
+	certStars, keyStars := strings.Count(l.Cert, "*"), strings.Count(l.Key, "*")
+	if certStars > 1 || keyStars > 1 || strings.Contains(l.CA, "*") {
+		return kube.Layout{}, errors.New("at most one * in cert and key, none in ca")
+	}
+	if l.Key != "" && certStars != keyStars {
+		return kube.Layout{}, errors.New("cert and key must both have a * or neither")
+	}
+	return l, nil
+}
+
+// restConfig is the client configuration the flags name, with the flags' rate limits.
 func (k kubeFlags) restConfig() (*rest.Config, error) {
+	var rc *rest.Config
 	if k.InCluster {
-		rc, err := rest.InClusterConfig()
+		c, err := rest.InClusterConfig()
 		if err != nil {
 			return nil, fmt.Errorf("--in-cluster: %w", err)
 		}
-		return rc, nil
+		rc = c
+	} else {
+		c, err := kubeRestConfig(k.Kubeconfig, k.Context)
+		if err != nil {
+			return nil, err
+		}
+		rc = c
 	}
-	return kubeRestConfig(k.Kubeconfig, k.Context)
+	rc.QPS, rc.Burst = k.KubeQPS, k.KubeBurst
+	return rc, nil
 }
 
 // options turns the flags into KubeOptions; GatherOptions are the caller's.
@@ -61,8 +170,19 @@ func (k kubeFlags) options(g GatherOptions) (KubeOptions, error) {
 	for i, p := range k.Preset {
 		presets[i] = kube.Preset(p)
 	}
+	var layouts []kube.Layout
+	for _, s := range k.SecretLayout {
+		l, err := parseLayout(s)
+		if err != nil {
+			return KubeOptions{}, fmt.Errorf("--secret-layout %q: %w", s, err)
+		}
+		layouts = append(layouts, l)
+	}
 	return KubeOptions{
 		Namespaces: k.Namespace, Selectors: k.Selector, Presets: presets,
 		AdminMode: mode, SyncTimeout: k.SyncTimeout, GatherOptions: g,
+		ExcludeNamespaces: k.ExcludeNamespace, SecretTypes: k.SecretType, Layouts: layouts,
+		SecretSelector: k.SecretSelector, ConfigMapSelector: k.ConfigMapSelector, ConfigMapNames: k.ConfigMap,
+		QPS: k.KubeQPS, Burst: k.KubeBurst,
 	}, nil
 }

@@ -78,15 +78,24 @@ func Bind(t EnvoyTarget, certKey string) PodBindings {
 	mcs, risks := mountedCerts(t, certKey)
 	pb.Risks = risks
 	for _, mc := range mcs {
-		addBinding(config.Binding{Source: mc.source, File: mc.file})
+		addBinding(config.Binding{Source: mc.source, File: mc.file, Origin: originFor(t, mc.source, OriginPath)})
 	}
 	for _, ref := range t.DeclaredSecrets {
 		if slices.ContainsFunc(pb.Envoy.Bindings, func(b config.Binding) bool { return b.Source == ref }) {
 			continue
 		}
-		addBinding(config.Binding{Source: ref})
+		addBinding(config.Binding{Source: ref, Origin: OriginConfig})
 	}
 	return pb
+}
+
+// originFor is OriginConfig for a Secret the pod declares in certdrift.dev/secrets (the explicit
+// annotation wins over what the spec or Envoy suggests), else dflt.
+func originFor(t EnvoyTarget, source, dflt string) string {
+	if slices.Contains(t.DeclaredSecrets, source) {
+		return OriginConfig
+	}
+	return dflt
 }
 
 // LoadedBindings ties what an Envoy reports loading to the pod's Secret mounts: an SDS secret
@@ -123,9 +132,9 @@ func LoadedBindings(t EnvoyTarget, certKey string, snap *envoyadmin.Snapshot) []
 		for _, mc := range mcs {
 			switch {
 			case s.CertFile != "" && mc.isFile(t.UID, s.CertFile):
-				add(config.Binding{Source: mc.source, Secret: s.Name, File: s.CertFile})
+				add(config.Binding{Source: mc.source, Secret: s.Name, File: s.CertFile, Origin: originFor(t, mc.source, OriginPath)})
 			case s.WatchedDir != "" && mc.isDir(t.UID, s.WatchedDir):
-				add(config.Binding{Source: mc.source, Secret: s.Name})
+				add(config.Binding{Source: mc.source, Secret: s.Name, Origin: originFor(t, mc.source, OriginPath)})
 			}
 		}
 	}
@@ -141,7 +150,7 @@ func LoadedBindings(t EnvoyTarget, certKey string, snap *envoyadmin.Snapshot) []
 			for _, mc := range mcs {
 				if (src.WatchedDir != "" && mc.isDir(t.UID, src.WatchedDir)) ||
 					(src.Path != "" && mc.isDir(t.UID, path.Dir(path.Clean(src.Path)))) {
-					add(config.Binding{Source: mc.source, Secret: src.Name})
+					add(config.Binding{Source: mc.source, Secret: src.Name, Origin: originFor(t, mc.source, OriginPath)})
 				}
 			}
 		}
@@ -158,7 +167,7 @@ func LoadedBindings(t EnvoyTarget, certKey string, snap *envoyadmin.Snapshot) []
 	for _, f := range files {
 		for _, mc := range mcs {
 			if f != "" && mc.isFile(t.UID, f) {
-				add(config.Binding{Source: mc.source, File: f})
+				add(config.Binding{Source: mc.source, File: f, Origin: originFor(t, mc.source, OriginPath)})
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func TestBind(t *testing.T) {
 				Mounts:     []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/certs/"}}},
 			want: PodBindings{Envoy: config.Envoy{Name: "a/p",
 				Endpoints: []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"web.example.com"}}, {Address: "10.0.0.1:9443"}},
-				Bindings:  []config.Binding{{Source: "a/web-tls", File: "/certs/tls.crt"}}}},
+				Bindings:  []config.Binding{{Source: "a/web-tls", File: "/certs/tls.crt", Origin: OriginPath}}}},
 		},
 		"ItemsMapping": {
 			reason: "items move the certificate key to another file name",
@@ -36,7 +36,7 @@ func TestBind(t *testing.T) {
 				Volumes: []PodVolume{secretVol("tls", "web-tls", KeyPath{Key: "tls.key", Path: "key.pem"}, KeyPath{Key: "tls.crt", Path: "sub/cert.pem"})},
 				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/etc/tls"}}},
 			want: PodBindings{Envoy: config.Envoy{Name: "a/p",
-				Bindings: []config.Binding{{Source: "a/web-tls", File: "/etc/tls/sub/cert.pem"}}}},
+				Bindings: []config.Binding{{Source: "a/web-tls", File: "/etc/tls/sub/cert.pem", Origin: OriginPath}}}},
 		},
 		"ItemsWithoutCert": {
 			reason: "items that leave tls.crt out bind nothing",
@@ -55,7 +55,7 @@ func TestBind(t *testing.T) {
 				}}},
 				Mounts: []VolumeMount{{Container: "envoy", Volume: "all", MountPath: "/tls"}}},
 			want: PodBindings{Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{
-				{Source: "a/one", File: "/tls/one.crt"}, {Source: "a/two", File: "/tls/two.crt"}}}},
+				{Source: "a/one", File: "/tls/one.crt", Origin: OriginPath}, {Source: "a/two", File: "/tls/two.crt", Origin: OriginPath}}}},
 		},
 		"SubPathIsRisk": {
 			reason: "a subPath mount binds the file it shows and is reported as never updating",
@@ -63,7 +63,7 @@ func TestBind(t *testing.T) {
 				Volumes: []PodVolume{secretVol("tls", "web-tls")},
 				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/etc/envoy/cert.pem", SubPath: "tls.crt"}}},
 			want: PodBindings{
-				Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{{Source: "a/web-tls", File: "/etc/envoy/cert.pem"}}},
+				Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{{Source: "a/web-tls", File: "/etc/envoy/cert.pem", Origin: OriginPath}}},
 				Risks: []MountRisk{{Container: "envoy", Volume: "tls", MountPath: "/etc/envoy/cert.pem", SubPath: "tls.crt",
 					Source: "a/web-tls", File: "/etc/envoy/cert.pem", Reason: "subPath mount: a copy made at container start that never updates"}}},
 		},
@@ -90,12 +90,12 @@ func TestBind(t *testing.T) {
 			want: PodBindings{Envoy: config.Envoy{Name: "a/p"}},
 		},
 		"Declared": {
-			reason: "declared Secrets bind without a location, once; a mounted one is not repeated",
+			reason: "declared Secrets bind without a location, once, with the explicit origin; a mounted one is not repeated and keeps the explicit origin",
 			target: EnvoyTarget{Namespace: "a", Pod: "p", DeclaredSecrets: []string{"a/web-tls", "b/other"},
 				Volumes: []PodVolume{secretVol("tls", "web-tls")},
 				Mounts:  []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/certs"}}},
 			want: PodBindings{Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{
-				{Source: "a/web-tls", File: "/certs/tls.crt"}, {Source: "b/other"}}}},
+				{Source: "a/web-tls", File: "/certs/tls.crt", Origin: OriginConfig}, {Source: "b/other", Origin: OriginConfig}}}},
 		},
 		"NoPodIP": {
 			reason: "without a pod IP there is nothing to handshake with",
@@ -128,12 +128,12 @@ func TestLoadedBindings(t *testing.T) {
 		"WatchedDir": {
 			reason: "a file-based SDS secret watching the mount binds the mounted Secret under its SDS name",
 			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs/"}}},
-			want:   []config.Binding{{Source: "a/web-tls", Secret: "web"}},
+			want:   []config.Binding{{Source: "a/web-tls", Secret: "web", Origin: OriginPath}},
 		},
 		"CertFile": {
 			reason: "a secret naming the mounted file binds under both",
 			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "o", HasCertificate: true, CertFile: "/other/tls.crt"}}},
-			want:   []config.Binding{{Source: "a/other-tls", Secret: "o", File: "/other/tls.crt"}},
+			want:   []config.Binding{{Source: "a/other-tls", Secret: "o", File: "/other/tls.crt", Origin: OriginPath}},
 		},
 		"NodePaths": {
 			reason: "paths on the node, under the pod's UID and ending in volume/file, name the same mounts",
@@ -142,7 +142,7 @@ func TestLoadedBindings(t *testing.T) {
 				Contexts:  []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{Path: node + "/other/tls.crt"}, {Path: "<inline>"}}}},
 				Listeners: []envoyadmin.FilterChainTLS{{CertFiles: []string{node + "/other/tls.crt"}}},
 			},
-			want: []config.Binding{{Source: "a/web-tls", Secret: "web"}, {Source: "a/other-tls", File: node + "/other/tls.crt"}},
+			want: []config.Binding{{Source: "a/web-tls", Secret: "web", Origin: OriginPath}, {Source: "a/other-tls", File: node + "/other/tls.crt", Origin: OriginPath}},
 		},
 		"OtherPodsNodePath": {
 			reason: "a node path of another pod (other UID) binds nothing",
@@ -153,7 +153,7 @@ func TestLoadedBindings(t *testing.T) {
 			reason: "a subPath copy is matched by its container path only",
 			snap: &envoyadmin.Snapshot{Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{
 				{Path: "/s.pem"}, {Path: node + "/sub/tls.crt"}}}}},
-			want: []config.Binding{{Source: "a/sub-tls", File: "/s.pem"}},
+			want: []config.Binding{{Source: "a/sub-tls", File: "/s.pem", Origin: OriginPath}},
 		},
 		"Unrelated": {
 			reason: "validation-only secrets and other directories bind nothing",
@@ -167,7 +167,7 @@ func TestLoadedBindings(t *testing.T) {
 				Listeners: []envoyadmin.FilterChainTLS{{SDSCertNames: []string{"server_cert", "ads"},
 					SDSCertSources: []envoyadmin.SDSSource{{Name: "server_cert", Path: "/etc/envoy/sds.yaml", WatchedDir: "/certs"}}}},
 			},
-			want: []config.Binding{{Source: "a/web-tls", Secret: "server_cert"}},
+			want: []config.Binding{{Source: "a/web-tls", Secret: "server_cert", Origin: OriginPath}},
 		},
 		"ListenerSDSResourceInMount": {
 			reason: "an SDS resource file read from the mount (node path here) binds that Secret; a source elsewhere binds nothing",
@@ -176,7 +176,7 @@ func TestLoadedBindings(t *testing.T) {
 				{Name: "x", Path: "/etc/envoy/sds.yaml", WatchedDir: "/etc/envoy"},
 				{Name: "y", WatchedDir: "/var/lib/kubelet/pods/other-uid/volumes/kubernetes.io~secret/tls"},
 			}}}},
-			want: []config.Binding{{Source: "a/other-tls", Secret: "o"}},
+			want: []config.Binding{{Source: "a/other-tls", Secret: "o", Origin: OriginPath}},
 		},
 		"ListenerSDSSameAsSecret": {
 			reason: "the listener and the dumped secret agreeing yield one binding",
@@ -184,7 +184,7 @@ func TestLoadedBindings(t *testing.T) {
 				Secrets:   []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs"}},
 				Listeners: []envoyadmin.FilterChainTLS{{SDSCertSources: []envoyadmin.SDSSource{{Name: "web", WatchedDir: "/certs"}}}},
 			},
-			want: []config.Binding{{Source: "a/web-tls", Secret: "web"}},
+			want: []config.Binding{{Source: "a/web-tls", Secret: "web", Origin: OriginPath}},
 		},
 		"NoSnapshot": {reason: "no admin, no loaded bindings"},
 	}

@@ -16,7 +16,11 @@
 //   - preset envoy: a container whose image repository's last path element contains "envoy"
 //     (envoyproxy/envoy, envoyproxy/envoy-distroless, a private mirror .../envoy); admin 9901
 //     on the pod IP;
-//   - preset annotated: annotation certdrift.dev/envoy-admin-port alone.
+//   - preset annotated: annotation certdrift.dev/envoy-admin-port alone;
+//   - preset no-reload: no Envoy, but annotation certdrift.dev/hot-reload: "false" (Envoy
+//     Gateway's rate limit mounts a Secret and never reloads it). Such a pod has no admin
+//     (AdminPort 0, no annotation error); it is audited from its mounts and start time
+//     (STALE_PROCESS). The annotation is the opt-in, so it matches whatever presets are enabled.
 //
 // Only enabled presets match (DiscoveryOptions.Presets, default all). The annotations override
 // what the preset says:
@@ -39,6 +43,15 @@
 // pod matching any is considered. Without selectors every Running pod is watched (and all but
 // Envoys reduced to their key); PresetSelectors lists selectors that cover the Istio and Envoy
 // Gateway presets when plain Envoys need no discovery by image.
+//
+// # Bindings
+//
+// Bind (the pod spec: Secret volumes and projected sources, subPath as a risk), LoadedBindings
+// (paths and watched directories Envoy reports, through the pod's mounts) and SDSBindings (SDS
+// secret names: Istio's kubernetes://[ns/]name and kubernetes-gateway://ns/name, -cacert trust
+// bundles, Envoy Gateway's ns/name; Istio's default and ROOTCA are workload identity and bind
+// nothing) each return config.Bindings with an Origin ("path", "sds-name"); a Secret named in
+// certdrift.dev/secrets always gets Origin "config": the explicit annotation wins.
 //
 // # Admin access and the RBAC each mode needs
 //

@@ -21,6 +21,11 @@ const (
 	PresetEnvoyGateway Preset = "envoy-gateway"
 	// PresetAnnotated is a pod that only the certdrift.dev/envoy-admin-port annotation marks.
 	PresetAnnotated Preset = "annotated"
+	// PresetNoReload is a pod that is no Envoy but declares certdrift.dev/hot-reload: "false"
+	// (Envoy Gateway's rate limit, say): it has no admin (AdminPort 0) and is audited from its
+	// Secret mounts and start time alone (STALE_PROCESS). The annotation opts it in, so it is
+	// matched whichever presets are enabled.
+	PresetNoReload Preset = "no-reload"
 )
 
 // AllPresets are the presets enabled by default, in matching order.
@@ -54,6 +59,7 @@ var presetDefaults = map[Preset]struct {
 	PresetIstio:        {adminPort: 15000, localhost: true, container: "istio-proxy"},
 	PresetEnvoyGateway: {adminPort: 19000, statsPort: 19001, localhost: true, container: "envoy"},
 	PresetAnnotated:    {},
+	PresetNoReload:     {},
 }
 
 // EnvoyTarget is one Envoy pod as discovery sees it: where to reach its admin and TLS ports,
@@ -213,7 +219,7 @@ func targetFor(p *corev1.Pod, enabled map[Preset]bool) *EnvoyTarget {
 		}
 		t.NoHotReload = err == nil && !hot
 	}
-	if t.AdminPort == 0 && len(t.AnnotationErrors) == 0 {
+	if t.AdminPort == 0 && len(t.AnnotationErrors) == 0 && preset != PresetNoReload {
 		// Only reachable for PresetAnnotated forced by certdrift.dev/preset without a port.
 		t.AnnotationErrors = append(t.AnnotationErrors, fmt.Sprintf("%s: missing; preset %s has no default admin port", AnnotationAdminPort, preset))
 	}
@@ -262,6 +268,10 @@ func matchPreset(p *corev1.Pod, enabled map[Preset]bool) (Preset, string, bool) 
 		if _, ok := p.Annotations[AnnotationAdminPort]; ok {
 			return PresetAnnotated, envoyContainer(p, ""), true
 		}
+	}
+	if hot, err := strconv.ParseBool(strings.TrimSpace(p.Annotations[AnnotationHotReload])); err == nil && !hot {
+		// The only container, if one: its start time is the process's.
+		return PresetNoReload, envoyContainer(p, ""), true
 	}
 	return "", "", false
 }

@@ -82,6 +82,22 @@ func TestMatchPreset(t *testing.T) {
 			pod:  pod(nil, map[string]string{AnnotationPreset: "istio"}, c("edge", "example/edge:1")),
 			want: want{PresetIstio, "edge", true},
 		},
+		"NoReloadComponent": {
+			reason:  "a non-Envoy pod declaring hot-reload false (Envoy Gateway's rate limit) is a target without admin, whatever presets are enabled",
+			pod:     pod(nil, map[string]string{AnnotationHotReload: "false"}, c("ratelimit", "envoyproxy/ratelimit:master")),
+			enabled: map[Preset]bool{PresetIstio: true},
+			want:    want{PresetNoReload, "ratelimit", true},
+		},
+		"HotReloadTrueIsNotATarget": {
+			reason: "hot-reload true on a non-Envoy pod says nothing to audit",
+			pod:    pod(nil, map[string]string{AnnotationHotReload: "true"}, c("ratelimit", "envoyproxy/ratelimit:master")),
+			want:   want{},
+		},
+		"NoReloadEnvoyKeepsItsPreset": {
+			reason: "an Envoy declared not to reload keeps its preset (and admin)",
+			pod:    pod(nil, map[string]string{AnnotationHotReload: "false"}, c("envoy", "envoyproxy/envoy:v1.36")),
+			want:   want{PresetEnvoy, "envoy", true},
+		},
 		"PresetDisabled": {
 			pod:     pod(map[string]string{"istio": "ingressgateway"}, nil, c("istio-proxy", "istio/proxyv2")),
 			enabled: map[Preset]bool{PresetEnvoy: true},
@@ -223,4 +239,41 @@ func FuzzParseAnnotations(f *testing.F) {
 			t.Fatalf("admin port %d without error", port)
 		}
 	})
+}
+
+// TestNoReloadTarget: a component with no Envoy admin is discovered with AdminPort 0, no
+// annotation error, its start time and the Secret it mounts, which is all STALE_PROCESS needs.
+func TestNoReloadTarget(t *testing.T) {
+	started := metav1.NewTime(metav1.Now().Add(-3600e9).UTC().Truncate(1e9))
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "envoy-gateway-system", Name: "envoy-ratelimit-1", UID: "u1",
+			Annotations: map[string]string{AnnotationHotReload: "false"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "envoy-ratelimit", Image: "envoyproxy/ratelimit:master",
+				VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/certs"}}}},
+			Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "envoy"}}}},
+		},
+		Status: corev1.PodStatus{PodIP: "10.0.0.9", StartTime: &started, ContainerStatuses: []corev1.ContainerStatus{{Name: "envoy-ratelimit",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}}},
+	}
+	tg := targetFor(p, map[Preset]bool{PresetEnvoyGateway: true})
+	if tg == nil {
+		t.Fatal("targetFor(rate limit with hot-reload false) = nil, want a target")
+	}
+	if tg.AdminPort != 0 || len(tg.AnnotationErrors) != 0 || !tg.NoHotReload || tg.Preset != PresetNoReload {
+		t.Errorf("target: admin port %d, errors %v, no hot reload %v, preset %q; want 0, none, true, %q",
+			tg.AdminPort, tg.AnnotationErrors, tg.NoHotReload, tg.Preset, PresetNoReload)
+	}
+	if !tg.StartTime.Equal(started.Time) {
+		t.Errorf("start time %v, want %v", tg.StartTime, started.Time)
+	}
+	pb := Bind(*tg, "")
+	want := []string{"envoy-gateway-system/envoy"}
+	var got []string
+	for _, b := range pb.Envoy.Bindings {
+		got = append(got, b.Source)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bindings of the mounted Secret: -want +got:\n%s", diff)
+	}
 }

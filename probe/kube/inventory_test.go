@@ -73,14 +73,14 @@ func TestInventoryMatchesCertificates(t *testing.T) {
 	}
 	want := []secretFacts{
 		{Key: nsA + "/merged", Type: "Opaque", ChangedHow: ChangedManagedFields, ChangedBy: "certdrift-test", Items: []itemFacts{
-			{Name: "a", CertKey: "a.crt", KeyKey: "a.key", CAKey: "ca.crt", Leaf: fp(ma), ChainLen: 1, KeyMatches: ptr(true), CAVerifies: ptr(true), CASize: 1},
-			{Name: "b", CertKey: "b.crt", KeyKey: "b.key", CAKey: "ca.crt", Leaf: fp(mb), ChainLen: 1, KeyMatches: ptr(true), CAVerifies: ptr(true), CASize: 1},
+			{Name: "a", CertKey: "a.crt", KeyKey: "a.key", CAKey: "ca.crt", Leaf: fp(ma), ChainLen: 1, KeyMatches: ptr(true), CASize: 1},
+			{Name: "b", CertKey: "b.crt", KeyKey: "b.key", CAKey: "ca.crt", Leaf: fp(mb), ChainLen: 1, KeyMatches: ptr(true), CASize: 1},
 		}},
 		{Key: nsA + "/web-tls", Type: "kubernetes.io/tls", ChangedHow: ChangedManagedFields, ChangedBy: "certdrift-test", Items: []itemFacts{
-			{CertKey: "tls.crt", KeyKey: "tls.key", CAKey: "ca.crt", Leaf: fp(web), ChainLen: 1, KeyMatches: ptr(true), CAVerifies: ptr(true), CASize: 1},
+			{CertKey: "tls.crt", KeyKey: "tls.key", CAKey: "ca.crt", Leaf: fp(web), ChainLen: 1, KeyMatches: ptr(true), CASize: 1},
 		}},
 		{Key: nsB + "/api-tls", Type: "kubernetes.io/tls", ChangedHow: ChangedManagedFields, ChangedBy: "certdrift-test", Items: []itemFacts{
-			{CertKey: "tls.crt", KeyKey: "tls.key", CAKey: "ca.crt", Leaf: fp(api), ChainLen: 1, KeyMatches: ptr(false), CAVerifies: ptr(false), CASize: 1},
+			{CertKey: "tls.crt", KeyKey: "tls.key", CAKey: "ca.crt", Leaf: fp(api), ChainLen: 1, KeyMatches: ptr(false), CASize: 1},
 		}},
 		{Key: nsB + "/broken-tls", Type: "kubernetes.io/tls", ChangedHow: ChangedManagedFields, ChangedBy: "certdrift-test", Items: []itemFacts{
 			{CertKey: "tls.crt", KeyKey: "tls.key", KeyMatches: ptr(false), ChainErr: `secret ` + nsB + `/broken-tls key "tls.crt": `},

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
+	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,14 +69,11 @@ func (lw *pagedLW) list(ctx context.Context) (runtime.Object, error) {
 				}
 				return nil, lw.wrap("list", err)
 			}
-			for i, obj := range items {
-				e, err := lw.transform(obj)
-				if err != nil {
-					return nil, lw.wrap("list", err)
-				}
-				out.Items = append(out.Items, e.(runtime.Object))
-				items[i] = nil // let the page's data go as soon as it is summarized
+			summaries, err := transformPage(items, lw.transform)
+			if err != nil {
+				return nil, lw.wrap("list", err)
 			}
+			out.Items = append(out.Items, summaries...)
 			if lw.onPage != nil {
 				lw.onPage(len(items))
 			}
@@ -155,4 +155,53 @@ func (e *AccessError) Unwrap() error { return e.Err }
 func isAccessError(err error) bool {
 	var ae *AccessError
 	return errors.As(err, &ae)
+}
+
+// transformPage summarizes one page with up to GOMAXPROCS workers (at most 4): parsing keys and
+// certificates is nearly all of the inventory's CPU, and on the reflector's one goroutine the
+// other cores sat idle (docs/benchmarks.md). The transforms are safe for concurrent use (their
+// shared state is behind mutexes). Each object is dropped from the page once summarized.
+func transformPage(items []runtime.Object, transform func(any) (any, error)) ([]runtime.Object, error) {
+	out := make([]runtime.Object, len(items))
+	workers := min(goruntime.GOMAXPROCS(0), 4, len(items))
+	if workers <= 1 {
+		for i, obj := range items {
+			e, err := transform(obj)
+			if err != nil {
+				return nil, err
+			}
+			out[i], items[i] = e.(runtime.Object), nil
+		}
+		return out, nil
+	}
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		first   error
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(items) {
+					return
+				}
+				e, err := transform(items[i])
+				if err != nil {
+					errOnce.Do(func() { first = err })
+					next.Store(int64(len(items))) // stop the others early
+					return
+				}
+				out[i], items[i] = e.(runtime.Object), nil
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return out, nil
 }

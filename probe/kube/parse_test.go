@@ -18,7 +18,6 @@ type itemFacts struct {
 	Leaf                         string // fingerprint
 	ChainLen                     int
 	KeyMatches                   *bool
-	CAVerifies                   *bool
 	CASize                       int
 	ChainErr, KeyErr, CAErr      string // substring expected in the error, "" for none
 }
@@ -32,9 +31,6 @@ func facts(items []ItemSummary) []itemFacts {
 		}
 		if it.Key != nil {
 			f.KeyMatches = &it.Key.Matches
-		}
-		if it.CAVerify != nil {
-			f.CAVerifies = &it.CAVerify.OK
 		}
 		if it.CA != nil {
 			f.CASize = len(it.CA.Certs)
@@ -81,14 +77,14 @@ func TestParserItems(t *testing.T) {
 			data:   map[string][]byte{"tls.crt": web.CertPEM, "tls.key": web.KeyPEM, "ca.crt": ca.CertPEM},
 			fixed:  true,
 			want: []itemFacts{{CertKey: "tls.crt", KeyKey: "tls.key", CAKey: "ca.crt", Leaf: fp(web), ChainLen: 1,
-				KeyMatches: ptr(true), CAVerifies: ptr(true), CASize: 1}},
+				KeyMatches: ptr(true), CASize: 1}},
 		},
 		"TLSWrongKeyAndCA": {
 			reason: "the key of another leaf, and a ca.crt that did not sign tls.crt",
 			data:   map[string][]byte{"tls.crt": foreign.CertPEM, "tls.key": web.KeyPEM, "ca.crt": ca.CertPEM},
 			fixed:  true,
 			want: []itemFacts{{CertKey: "tls.crt", KeyKey: "tls.key", CAKey: "ca.crt", Leaf: fp(foreign), ChainLen: 1,
-				KeyMatches: ptr(false), CAVerifies: ptr(false), CASize: 1}},
+				KeyMatches: ptr(false), CASize: 1}},
 		},
 		"TLSMalformedCert": {
 			reason: "a truncated PEM block is an error naming namespace, Secret and key",
@@ -114,8 +110,8 @@ func TestParserItems(t *testing.T) {
 			data:    map[string][]byte{"a.crt": web.CertPEM, "a.key": web.KeyPEM, "b.crt": api.CertPEM, "b.key": web.KeyPEM, "ca.crt": ca.CertPEM, "password": []byte("x")},
 			layouts: []Layout{{Cert: "*.crt", Key: "*.key", CA: "ca.crt"}},
 			want: []itemFacts{
-				{Name: "a", CertKey: "a.crt", KeyKey: "a.key", CAKey: "ca.crt", Leaf: fp(web), ChainLen: 1, KeyMatches: ptr(true), CAVerifies: ptr(true), CASize: 1},
-				{Name: "b", CertKey: "b.crt", KeyKey: "b.key", CAKey: "ca.crt", Leaf: fp(api), ChainLen: 1, KeyMatches: ptr(false), CAVerifies: ptr(true), CASize: 1},
+				{Name: "a", CertKey: "a.crt", KeyKey: "a.key", CAKey: "ca.crt", Leaf: fp(web), ChainLen: 1, KeyMatches: ptr(true), CASize: 1},
+				{Name: "b", CertKey: "b.crt", KeyKey: "b.key", CAKey: "ca.crt", Leaf: fp(api), ChainLen: 1, KeyMatches: ptr(false), CASize: 1},
 			},
 		},
 		"OpaqueWithoutCerts": {

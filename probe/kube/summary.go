@@ -62,9 +62,6 @@ type ItemSummary struct {
 
 	CA    *Bundle `json:"ca,omitempty"` // nil when there is no CA key
 	CAErr error   `json:"-"`
-	// CAVerify is whether CA verifies the leaf (through the chain's intermediates) at the time
-	// the Secret was read; nil when there is no leaf or no CA.
-	CAVerify *VerifySummary `json:"ca_verify,omitempty"`
 }
 
 // Leaf returns the first certificate of the chain, or nil.
@@ -95,13 +92,6 @@ type KeySummary struct {
 // cluster's TLS Secrets usually carry the same ca.crt), so a Bundle must never be modified.
 type Bundle struct {
 	Certs []Cert `json:"certs"`
-}
-
-// VerifySummary is the outcome of verifying a leaf against the CA bundle beside it.
-type VerifySummary struct {
-	OK     bool   `json:"ok"`
-	Reason string `json:"reason,omitempty"`
-	Err    string `json:"error,omitempty"`
 }
 
 // ConfigMapSummary is what the inventory keeps of one ConfigMap: its CA bundles.

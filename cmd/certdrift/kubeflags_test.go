@@ -1,0 +1,211 @@
+package main
+
+import (
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kong"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/kube"
+)
+
+// parseAudit parses args as `certdrift audit ...` in process (no binary, no cluster) and returns
+// the audit command's flags.
+func parseAudit(t *testing.T, env map[string]string, args ...string) (auditCmd, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var c cli
+	p, err := kong.New(&c, kong.Name("certdrift"), kong.Exit(func(int) { t.Fatal("kong tried to exit") }))
+	if err != nil {
+		t.Fatalf("kong.New: %v", err)
+	}
+	_, err = p.Parse(append([]string{"audit"}, args...))
+	return c.Audit, err
+}
+
+func writeKubeconfig(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	const kc = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: not-a-real-token}}]
+contexts: [{name: ctx, context: {cluster: c, user: u}}]
+current-context: ctx
+`
+	if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestKubeInventoryFlags(t *testing.T) {
+	kc := writeKubeconfig(t)
+	type want struct {
+		Inventory kube.Options
+		QPS       float32
+		Burst     int
+	}
+	defaults := want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100}, QPS: 50, Burst: 100}
+	cases := map[string]struct {
+		reason string
+		args   []string
+		env    map[string]string
+		want   want
+	}{
+		"Defaults": {
+			reason: "kubernetes.io/tls only, no ConfigMaps, client-go rate 50/100",
+			want:   defaults,
+		},
+		"ExcludeRepeatedAndCommas": {
+			reason: "--exclude-namespace is repeatable and comma-separated",
+			args:   []string{"--exclude-namespace", "kube-system", "--exclude-namespace", "a,b"},
+			want: want{Inventory: kube.Options{ExcludeNamespaces: []string{"kube-system", "a", "b"},
+				SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100}, QPS: 50, Burst: 100},
+		},
+		"SecretTypesReplaceDefault": {
+			reason: "--secret-type replaces the default; each type is its own server-side field selector",
+			args:   []string{"--secret-type", "kubernetes.io/tls", "--secret-type", "istio.io/key-and-cert"},
+			want: want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls", "istio.io/key-and-cert"},
+				QPS: 50, Burst: 100}, QPS: 50, Burst: 100},
+		},
+		"Layouts": {
+			reason: "--secret-layout reads Opaque Secrets by key pattern; keys in any order, key and ca optional",
+			args:   []string{"--secret-layout", "cert=cert,key=key,ca=cacert", "--secret-layout", "ca=ca.crt, key=*.key, cert=*.crt", "--secret-layout", "cert=bundle.pem"},
+			want: want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100,
+				Layouts: []kube.Layout{{Cert: "cert", Key: "key", CA: "cacert"}, {Cert: "*.crt", Key: "*.key", CA: "ca.crt"}, {Cert: "bundle.pem"}}},
+				QPS: 50, Burst: 100},
+		},
+		"Selectors": {
+			reason: "label selectors for Secrets and ConfigMaps, ConfigMaps by name",
+			args: []string{"--secret-selector", "certdrift.dev/watch=true,team in (a,b)", "--configmap-selector", "istio.io/config",
+				"--configmap", "istio-ca-root-cert,istio-system/extra"},
+			want: want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100,
+				SecretSelector: "certdrift.dev/watch=true,team in (a,b)", ConfigMapSelector: "istio.io/config",
+				ConfigMapNames: []string{"istio-ca-root-cert", "istio-system/extra"}}, QPS: 50, Burst: 100},
+		},
+		"Rate": {
+			reason: "--kube-qps/--kube-burst reach both the rest.Config and the inventory's clients",
+			args:   []string{"--kube-qps", "200", "--kube-burst", "400"},
+			want:   want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 200, Burst: 400}, QPS: 200, Burst: 400},
+		},
+		"Env": {
+			reason: "every inventory flag has an environment variable",
+			env: map[string]string{"CERTDRIFT_EXCLUDE_NAMESPACE": "x,y", "CERTDRIFT_SECRET_TYPE": "example.com/cert",
+				"CERTDRIFT_SECRET_SELECTOR": "a=b", "CERTDRIFT_KUBE_QPS": "5", "CERTDRIFT_KUBE_BURST": "10"},
+			want: want{Inventory: kube.Options{ExcludeNamespaces: []string{"x", "y"}, SecretTypes: []string{"example.com/cert"},
+				SecretSelector: "a=b", QPS: 5, Burst: 10}, QPS: 5, Burst: 10},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := parseAudit(t, tc.env, append([]string{"--kubeconfig", kc}, tc.args...)...)
+			if err != nil {
+				t.Fatalf("%s\nparse: %v", tc.reason, err)
+			}
+			if err := c.kubeFlags.validate(); err != nil {
+				t.Fatalf("%s\nvalidate: %v", tc.reason, err)
+			}
+			opts, err := c.kubeFlags.options(GatherOptions{})
+			if err != nil {
+				t.Fatalf("%s\noptions: %v", tc.reason, err)
+			}
+			rc, err := c.kubeFlags.restConfig()
+			if err != nil {
+				t.Fatalf("%s\nrestConfig: %v", tc.reason, err)
+			}
+			got := want{Inventory: opts.inventoryOptions(), QPS: rc.QPS, Burst: rc.Burst}
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(kube.Options{}, "Logger", "OnChange", "Now")); diff != "" {
+				t.Errorf("%s\n-want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestKubeInventoryFlagErrors(t *testing.T) {
+	kc := writeKubeconfig(t)
+	cases := map[string]struct {
+		reason string
+		args   []string
+		want   []string // each in the error
+	}{
+		"NamespaceAndExclude": {reason: "a namespace list and an exclusion list contradict each other",
+			args: []string{"--namespace", "a", "--exclude-namespace", "b"}, want: []string{"--namespace", "--exclude-namespace", "exclusive"}},
+		"BadExclude": {reason: "an excluded namespace must be a namespace name",
+			args: []string{"--exclude-namespace", "Not_A_NS"}, want: []string{"--exclude-namespace", "Not_A_NS"}},
+		"Opaque": {reason: "Opaque is read through layouts, and the error says so",
+			args: []string{"--secret-type", "Opaque"}, want: []string{"--secret-type Opaque", "--secret-layout"}},
+		"BadType": {reason: "a type with selector syntax in it would change the field selector",
+			args: []string{"--secret-type", "a!=b"}, want: []string{"--secret-type", "a!=b"}},
+		"LayoutNoCert": {reason: "a layout needs its certificate key",
+			args: []string{"--secret-layout", "key=tls.key"}, want: []string{"--secret-layout", "cert="}},
+		"LayoutUnknownPart": {reason: "only cert, key and ca",
+			args: []string{"--secret-layout", "cert=a,chain=b"}, want: []string{"chain"}},
+		"LayoutStars": {reason: "a * in cert needs one in key",
+			args: []string{"--secret-layout", "cert=*.crt,key=tls.key"}, want: []string{"*"}},
+		"LayoutBadKey": {reason: "keys are Secret data keys",
+			args: []string{"--secret-layout", "cert=a/b"}, want: []string{"a/b", "not a Secret key"}},
+		"LayoutTwice": {reason: "a part given twice is a mistake",
+			args: []string{"--secret-layout", "cert=a,cert=b"}, want: []string{"cert given twice"}},
+		"BadSecretSelector": {reason: "selectors are parsed before anything is listed",
+			args: []string{"--secret-selector", "a in (b"}, want: []string{"--secret-selector"}},
+		"BadConfigMapSelector": {reason: "selectors are parsed before anything is listed",
+			args: []string{"--configmap-selector", "==x"}, want: []string{"--configmap-selector"}},
+		"NegativeQPS": {reason: "rates are not negative",
+			args: []string{"--kube-qps", "-1"}, want: []string{"--kube-qps"}},
+		"BurstBelowQPS": {reason: "client-go's token bucket never reaches a QPS above its burst",
+			args: []string{"--kube-qps", "100", "--kube-burst", "10"}, want: []string{"--kube-burst 10", "--kube-qps 100"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := parseAudit(t, nil, append([]string{"--kubeconfig", kc}, tc.args...)...)
+			if err == nil {
+				err = c.kubeFlags.validate()
+			}
+			if err == nil {
+				t.Fatalf("%s\nno error for %v", tc.reason, tc.args)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s\nerror %q does not mention %q", tc.reason, err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestKubeInventoryFlagsExit2: a bad inventory flag stops the binary before it reads the cluster.
+func TestKubeInventoryFlagsExit2(t *testing.T) {
+	r := certdrift(t, nil, "audit", "--kubeconfig", writeKubeconfig(t), "--secret-type", "Opaque")
+	if r.code != codeNoRun || !strings.Contains(r.stderr, "--secret-layout") {
+		t.Errorf("want exit %d naming --secret-layout\n%s", codeNoRun, r)
+	}
+}
+
+// TestSecretLookup covers kube.go's index of the desired view that SDS names resolve against
+// (here because kube.go has no test file of its own in this branch).
+func TestSecretLookup(t *testing.T) {
+	ca := &x509.Certificate{}
+	obs := []files.Observation{
+		{Source: files.Source{Name: "gw/with-ca"}, Items: []files.Item{{CA: []*x509.Certificate{ca}}}},
+		{Source: files.Source{Name: "gw/no-ca"}, Items: []files.Item{{}}},
+		{Source: files.Source{Name: "configmap:gw/bundle"}, Items: []files.Item{{CA: []*x509.Certificate{ca}}}},
+	}
+	lookup := secretLookup(obs)
+	cases := map[string]struct{ exists, hasCA bool }{
+		"gw/with-ca": {true, true}, "gw/no-ca": {true, false}, "gw/bundle": {false, false}, "configmap:gw/bundle": {false, false}, "gw/absent": {false, false},
+	}
+	for src, want := range cases {
+		if e, c := lookup(src); e != want.exists || c != want.hasCA {
+			t.Errorf("lookup(%q) = %v, %v; want %v, %v", src, e, c, want.exists, want.hasCA)
+		}
+	}
+}

@@ -1,0 +1,261 @@
+package scale
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/certdrift/certdrift/test/testbed"
+)
+
+// The floor runs in a child process (this test binary, re-executed) so that its peak RSS and CPU
+// are its own, measured exactly like certdrift's.
+const floorEnv = "CERTDRIFT_SCALE_FLOOR_KUBECONFIG"
+
+func TestMain(m *testing.M) {
+	if kc := os.Getenv(floorEnv); kc != "" {
+		os.Exit(floorChild(kc))
+	}
+	os.Exit(m.Run())
+}
+
+func floorChild(kubeconfig string) int {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Floor(ctx, cfg, 1000)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		return 2
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+	return 0
+}
+
+// TestInventoryScale populates the testbed's API server and times, in the same run: the bare
+// floor loop, `certdrift audit --kubeconfig --inventory-only` (start to complete inventory) and
+// the whole `certdrift audit --kubeconfig` (inventory, discovery, judging every Secret, report).
+// Small by default; CERTDRIFT_SCALE=full is issue 4's data set (10,000 TLS Secrets in 100
+// namespaces + 1,000 Opaque 20 KB), where the inventory must also meet the issue's targets.
+//
+//	CERTDRIFT_SCALE=full nice -n 10 go test ./test/scale/ -run TestInventoryScale -v -timeout 20m
+func TestInventoryScale(t *testing.T) {
+	spec, full := Small, os.Getenv("CERTDRIFT_SCALE") == "full"
+	if full {
+		spec = Full
+	}
+	runs := 3
+	if v, err := strconv.Atoi(os.Getenv("CERTDRIFT_SCALE_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	tb := testbed.StartT(t, testbed.Options{Nodes: -1}) // fails with how to build the binaries when absent
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	ps, err := Populate(ctx, tb.Config, spec)
+	if err != nil {
+		t.Fatalf("populate: %v", err)
+	}
+	if want := spec.TLSSecrets + spec.OpaqueSecrets; ps.Created != want {
+		t.Fatalf("populate created %d Secrets, want %d", ps.Created, want)
+	}
+	t.Logf("populated %d TLS + %d Opaque Secrets in %d namespaces in %v (leaf keys and signatures: %v CPU)",
+		spec.TLSSecrets, spec.OpaqueSecrets, spec.Namespaces, ps.Took.Round(time.Millisecond), ps.LeafTime.Round(time.Millisecond))
+
+	bin := buildCertdrift(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GOGC=" + os.Getenv("GOGC"), "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT")}
+	type row struct {
+		name string
+		u    []Usage
+	}
+	rows := []*row{{name: "floor (bare paged list + parse)"}, {name: "certdrift audit --inventory-only"}, {name: "certdrift audit (whole)"}}
+	for i := range runs {
+		// Floor.
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, self, "-test.run=^$")
+		cmd.Env = append(env, floorEnv+"="+tb.KubeconfigPath)
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+		u, err := Measure(cmd)
+		if err != nil {
+			t.Fatalf("floor: %v", err)
+		}
+		var fr FloorResult
+		if err := json.Unmarshal(out.Bytes(), &fr); err != nil || fr.Secrets != spec.TLSSecrets || fr.Certificates != spec.TLSSecrets {
+			t.Fatalf("floor saw %+v (%v), want %d Secrets and certificates", fr, err, spec.TLSSecrets)
+		}
+		rows[0].u = append(rows[0].u, u)
+
+		// Inventory only.
+		out.Reset()
+		var errb bytes.Buffer
+		cmd = exec.CommandContext(ctx, bin, "audit", "--kubeconfig", tb.KubeconfigPath, "--inventory-only")
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &errb
+		u, err = Measure(cmd)
+		if err != nil {
+			t.Fatalf("certdrift --inventory-only: %v\n%s", err, errb.String())
+		}
+		var inv struct {
+			Secrets, Certificates int
+			ListRequests          int            `json:"list_requests"`
+			Parsed                map[string]int `json:"secrets_parsed"`
+			SyncSeconds           float64        `json:"sync_seconds"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &inv); err != nil {
+			t.Fatalf("certdrift --inventory-only printed %q: %v", out.String(), err)
+		}
+		if inv.Secrets != spec.TLSSecrets || inv.Certificates != spec.TLSSecrets || inv.Parsed["Opaque"] != 0 {
+			t.Fatalf("certdrift inventory: %+v; want %d Secrets and certificates and no Opaque Secret parsed", inv, spec.TLSSecrets)
+		}
+		if i == 0 {
+			t.Logf("certdrift inventory: %d list pages, in-process sync %.3fs", inv.ListRequests, inv.SyncSeconds)
+		}
+		rows[1].u = append(rows[1].u, u)
+
+		// Whole audit: findings are fine (exit 1), not running is not.
+		out.Reset()
+		errb.Reset()
+		cmd = exec.CommandContext(ctx, bin, "audit", "--kubeconfig", tb.KubeconfigPath, "-o", "json")
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &errb
+		u, err = Measure(cmd, 1)
+		if err != nil {
+			t.Fatalf("certdrift audit: %v\n%s", err, errb.String())
+		}
+		var rep struct {
+			Summary struct {
+				DesiredSources int `json:"desired_sources"`
+			} `json:"summary"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Summary.DesiredSources != spec.TLSSecrets {
+			t.Fatalf("certdrift audit report: %d desired sources (%v), want %d", rep.Summary.DesiredSources, err, spec.TLSSecrets)
+		}
+		rows[2].u = append(rows[2].u, u)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%d TLS + %d Opaque (%d KiB) Secrets, %d namespaces, %d runs, median [min–max]:\n", spec.TLSSecrets, spec.OpaqueSecrets, spec.OpaqueBytes>>10, spec.Namespaces, runs)
+	fmt.Fprintf(&b, "| %-34s | %-20s | %-20s | %-20s |\n|---|---|---|---|\n", "what", "wall s", "peak RSS MB", "CPU s")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %-34s | %-20s | %-20s | %-20s |\n", r.name,
+			stat(r.u, func(u Usage) float64 { return u.Wall.Seconds() }, "%.2f"),
+			stat(r.u, func(u Usage) float64 { return float64(u.MaxRSS) / 1e6 }, "%.1f"),
+			stat(r.u, func(u Usage) float64 { return u.CPU().Seconds() }, "%.2f"))
+	}
+	t.Log(b.String())
+	if full {
+		inv := rows[1].u
+		if w := median(inv, func(u Usage) float64 { return u.Wall.Seconds() }); w >= 1 {
+			t.Errorf("inventory took %.2fs (median), target < 1s", w)
+		}
+		if m := median(inv, func(u Usage) float64 { return float64(u.MaxRSS) / 1e6 }); m >= 50 {
+			t.Errorf("inventory peak RSS %.1f MB (median), target < 50 MB", m)
+		}
+	}
+}
+
+func buildCertdrift(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "certdrift")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/certdrift/certdrift/cmd/certdrift")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("build certdrift (needs the go tool on PATH): %v", err)
+	}
+	return bin
+}
+
+func median(us []Usage, f func(Usage) float64) float64 {
+	vs := make([]float64, len(us))
+	for i, u := range us {
+		vs[i] = f(u)
+	}
+	for i := range vs { // tiny n: insertion sort
+		for j := i; j > 0 && vs[j] < vs[j-1]; j-- {
+			vs[j], vs[j-1] = vs[j-1], vs[j]
+		}
+	}
+	return vs[len(vs)/2]
+}
+
+func stat(us []Usage, f func(Usage) float64, format string) string {
+	lo, hi := f(us[0]), f(us[0])
+	for _, u := range us {
+		lo, hi = min(lo, f(u)), max(hi, f(u))
+	}
+	return fmt.Sprintf(format+" ["+format+"–"+format+"]", median(us, f), lo, hi)
+}
+
+func TestMeasureChild(t *testing.T) {
+	// A child that allocates and touches 64 MiB must show at least that much peak RSS; one that
+	// exits 3 is an error unless 3 is allowed.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^TestMeasureHelper$")
+	cmd.Env = append(os.Environ(), "CERTDRIFT_SCALE_HELPER=alloc")
+	u, err := Measure(cmd)
+	if err != nil {
+		t.Fatalf("Measure: %v", err)
+	}
+	if u.MaxRSS < 64<<20 || u.Wall <= 0 {
+		t.Errorf("usage %+v: want peak RSS >= 64 MiB and a wall time", u)
+	}
+	cmd = exec.Command(self, "-test.run=^TestMeasureHelper$")
+	cmd.Env = append(os.Environ(), "CERTDRIFT_SCALE_HELPER=exit3")
+	if _, err := Measure(cmd); err == nil {
+		t.Error("Measure of a child exiting 3: no error")
+	}
+	cmd = exec.Command(self, "-test.run=^TestMeasureHelper$")
+	cmd.Env = append(os.Environ(), "CERTDRIFT_SCALE_HELPER=exit3")
+	if _, err := Measure(cmd, 3); err != nil {
+		t.Errorf("Measure with exit 3 allowed: %v", err)
+	}
+}
+
+var sink []byte
+
+func TestMeasureHelper(t *testing.T) {
+	switch os.Getenv("CERTDRIFT_SCALE_HELPER") {
+	case "alloc":
+		sink = make([]byte, 64<<20)
+		for i := 0; i < len(sink); i += 4096 {
+			sink[i] = 1
+		}
+	case "exit3":
+		os.Exit(3)
+	}
+}
+
+func TestSignerLeaves(t *testing.T) {
+	ca, err := newCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := range 20 {
+		c, k, err := ca.leaf(fmt.Sprintf("x%d.example", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[string(c)] || seen[string(k)] {
+			t.Fatalf("leaf %d repeats a certificate or key", i)
+		}
+		seen[string(c)], seen[string(k)] = true, true
+	}
+}
