@@ -51,6 +51,7 @@ type auditReport struct {
 	Bindings []struct {
 		Envoy    string `json:"envoy"`
 		Source   string `json:"source"`
+		Item     string `json:"item"`
 		Secret   string `json:"secret"`
 		Workload string `json:"workload"`
 		Origin   string `json:"origin"`

@@ -59,6 +59,15 @@ func TestMergedGateway(t *testing.T) {
 		}
 	})
 
+	// certdrift reads the merged Opaque Secret with the layout flag (one item per host) and
+	// binds each host's SDS secret on every replica: clean before the rotation.
+	layout := []string{"--secret-layout", "cert=*.crt,key=*.key", "--grace", "1s"}
+	code, r := runAudit(t, ns, layout...)
+	if code != 0 || len(r.Findings) != 0 {
+		t.Errorf("audit before the rotation: exit %d with findings %v, want 0 and none", code, r.findings())
+	}
+	checkMergedBindings(t, r, pods, merged.Name, hostA, hostB)
+
 	rotated := time.Now()
 	updateSecretData(ctx, t, ns, merged.Name, map[string][]byte{hostB + ".crt": b2.CertPEM, hostB + ".key": b2.KeyPEM})
 	for _, p := range pods {
@@ -72,4 +81,34 @@ func TestMergedGateway(t *testing.T) {
 	time.Sleep(time.Second)
 	checkServes(t, pods, 8443, hostA, a1.Cert)
 	checkServes(t, pods, 8443, hostB, b2.Cert)
+
+	// Every replica reloaded host b by itself: still clean, past the grace period.
+	time.Sleep(time.Until(rotated.Add(2 * time.Second)))
+	code, r = runAudit(t, ns, layout...)
+	if code != 0 || len(r.Findings) != 0 {
+		t.Errorf("audit after rotating host b: exit %d with findings %v, want 0 and none", code, r.findings())
+	}
+	checkMergedBindings(t, r, pods, merged.Name, hostA, hostB)
+}
+
+// checkMergedBindings fails unless every pod has a converged binding to each host's item of the
+// merged Secret.
+func checkMergedBindings(t *testing.T, r auditReport, pods []corev1.Pod, secret string, hosts ...string) {
+	t.Helper()
+	for _, p := range pods {
+		for _, h := range hosts {
+			found := false
+			for _, b := range r.Bindings {
+				if b.Envoy == p.Namespace+"/"+p.Name && b.Source == p.Namespace+"/"+secret && b.Item == h {
+					found = true
+					if b.State != "converged" {
+						t.Errorf("pod %s item %s: binding %s (origin %s), want converged", p.Name, h, b.State, b.Origin)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("pod %s: no binding to %s item %s in %+v", p.Name, secret, h, r.Bindings)
+			}
+		}
+	}
 }
