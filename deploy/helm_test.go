@@ -592,6 +592,17 @@ metadata:
 		dep := convert[appsv1.Deployment](t, find(objects["web-config"], "Deployment", releaseNS, "certdrift"))
 		pod := corev1.Pod{TypeMeta: metav1TypeMeta("v1", "Pod"), ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
 		pod.Name, pod.Namespace = "certdrift-helm-psa", releaseNS
+		// ServiceAccount admission needs the account; it goes again before helm install, which
+		// refuses to adopt objects it did not create.
+		saFile := write("sa.yaml", []byte("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: certdrift\n  namespace: certdrift\n"))
+		if out, err := k("apply", "-f", saFile); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		defer func() {
+			if out, err := k("delete", "--wait", "-f", saFile); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		}()
 		b, _ := json.Marshal(pod)
 		if out, err := k("create", "--dry-run=server", "-f", write("pod.json", b)); err != nil {
 			t.Fatalf("the chart's pod is not admitted under the restricted level: %v\n%s", err, out)
