@@ -12,7 +12,7 @@ ENVOY_EXTRA_VERSIONS ?= 1.36.2
 NICE ?= nice -n 10
 GOTEST_FLAGS ?= -timeout 20m
 
-.PHONY: test vet test-unit test-envoy-versions deps envoy kube build demo testbed clean-envoy help
+.PHONY: test vet test-unit test-envoy-versions deps envoy kube helm build demo testbed clean-envoy help
 
 help:
 	@echo "make test    go vet, the whole test suite with Envoy $(ENVOY_VERSION), then the Envoy tests with $(ENVOY_EXTRA_VERSIONS)"
@@ -43,13 +43,17 @@ test-envoy-versions: envoy
 	done
 
 # Real parts the tests start: cached under .cache/, built or fetched once.
-deps: envoy kube
+deps: envoy kube helm
 
 envoy:
 	@for v in $(ENVOY_VERSION) $(ENVOY_EXTRA_VERSIONS); do ./scripts/fetch-envoy.sh "$$v"; done
 
 kube:
 	@./scripts/build-kube.sh >/dev/null
+
+# The helm CLI for the chart tests (deploy/helm_test.go), built from its Go module.
+helm:
+	@./scripts/build-helm.sh >/dev/null
 
 build:
 	@if [ ! -d cmd/certdrift ] || [ -z "$$(ls cmd/certdrift/*.go 2>/dev/null)" ]; then \
