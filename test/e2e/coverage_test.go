@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,6 +28,14 @@ func TestMTLSBundleLacksRotatedClientIssuer(t *testing.T) {
 		"client.crt": client.CertPEM, "client.key": client.KeyPEM,
 	})
 	p := func(n string) string { return filepath.Join(dir, n) }
+	// A gap that opened within the grace period is the window of a rotation (warning); these
+	// files are dated ten minutes back, a gap that stayed: critical.
+	old := time.Now().Add(-10 * time.Minute)
+	for _, n := range []string{"server.crt", "server.key", "trust.crt", "client.crt", "client.key"} {
+		if err := os.Chtimes(p(n), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e := envoytest.Start(t, envoytest.Config{Bootstrap: envoytest.Bootstrap(envoytest.Listener{Chains: []envoytest.Chain{{
 		CertFile: p("server.crt"), KeyFile: p("server.key"), ClientCAFile: p("trust.crt"), RequireClientCert: true}}})})
 

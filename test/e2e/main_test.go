@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,27 +16,12 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/audit"
+	"github.com/certdrift/certdrift/test/cdbin"
 )
 
 var certdriftBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "certdrift-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	certdriftBin = filepath.Join(dir, "certdrift")
-	build := exec.Command("go", "build", "-o", certdriftBin, "github.com/certdrift/certdrift/cmd/certdrift")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build certdrift:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cdbin.Main(m, &certdriftBin) }
 
 // outputs collects everything certdrift printed in this package, for the key-material check.
 var (
@@ -51,21 +34,15 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, certdriftBin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	r, err := cdbin.Run(ctx, certdriftBin, os.Environ(), args...)
 	outputsMu.Lock()
-	outputs.Write(stdout.Bytes())
-	outputs.Write(stderr.Bytes())
+	outputs.WriteString(r.Stdout)
+	outputs.WriteString(r.Stderr)
 	outputsMu.Unlock()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run certdrift %v: %v", args, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return code, stdout.String(), stderr.String()
+	return r.Code, r.Stdout, r.Stderr
 }
 
 // auditJSON runs `certdrift audit -o json` on a config and decodes the report.

@@ -1,49 +1,30 @@
 package scenarios
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/certdrift/certdrift/test/cdbin"
 )
 
 // The scenarios are also where certdrift's Kubernetes mode is proven: each test runs the built
 // binary, given only the testbed's kubeconfig, at the moments that matter (before a rotation, in
 // its window, after it converged or did not) and checks what it reports.
 
-var (
-	buildOnce   sync.Once
-	certdriftAt string
-	buildErr    error
-)
-
 // certdriftBinary builds cmd/certdrift once per test binary.
 func certdriftBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "certdrift-scenarios-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		certdriftAt = filepath.Join(dir, "certdrift")
-		out, err := exec.Command("go", "build", "-o", certdriftAt, "github.com/certdrift/certdrift/cmd/certdrift").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("go build ./cmd/certdrift: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin, err := cdbin.Build()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return certdriftAt
+	return bin
 }
 
 // auditReport is the part of certdrift's JSON report the scenarios read.
@@ -81,26 +62,17 @@ func runAudit(t *testing.T, ns string, args ...string) (int, auditReport) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	full := append([]string{"audit", "--kubeconfig", tb.KubeconfigPath, "--namespace", ns, "-o", "json"}, args...)
-	cmd := exec.CommandContext(ctx, certdriftBinary(t), full...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatalf("run certdrift: %v", err)
+	res, err := cdbin.Run(ctx, certdriftBinary(t), []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, full...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(stdout.String()+stderr.String(), "PRIVATE KEY") {
+	code := res.Code
+	if strings.Contains(res.Stdout+res.Stderr, "PRIVATE KEY") {
 		t.Fatalf("certdrift printed private key material")
 	}
 	var r auditReport
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
-		t.Fatalf("certdrift %s: exit %d, report is not JSON: %v\n--- stdout:\n%s--- stderr:\n%s", strings.Join(args, " "), code, err, stdout.String(), stderr.String())
+	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
+		t.Fatalf("certdrift %s: exit %d, report is not JSON: %v\n%s", strings.Join(args, " "), code, err, res.Output())
 	}
 	t.Logf("OBSERVED: certdrift audit -n %s %s: exit %d, %d findings, %d bindings", ns, strings.Join(args, " "), code, len(r.Findings), len(r.Bindings))
 	for _, f := range r.Findings {

@@ -8,10 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
 	"github.com/certdrift/certdrift/test/testbed"
@@ -40,23 +38,7 @@ const (
 
 var certdriftBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "certdrift-e2e-kube-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	certdriftBin = filepath.Join(dir, "certdrift")
-	build := exec.Command("go", "build", "-o", certdriftBin, "github.com/certdrift/certdrift/cmd/certdrift")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build certdrift:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cdbin.Main(m, &certdriftBin) }
 
 // report is the part of certdrift's JSON report the test reads.
 type report struct {
@@ -93,21 +75,11 @@ func auditWith(t *testing.T, kubeconfig string, keys [][]byte, extra ...string) 
 	defer cancel()
 	args := append([]string{"audit", "--kubeconfig", kubeconfig,
 		"--namespace", "plain-sds,static-tls", "--grace", grace.String(), "-o", "json", "--log.level", "debug"}, extra...)
-	cmd := exec.CommandContext(ctx, certdriftBin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatalf("run certdrift: %v", err)
+	res, err := cdbin.Run(ctx, certdriftBin, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, args...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	out := "--- stdout:\n" + stdout.String() + "--- stderr:\n" + stderr.String()
+	code, out := res.Code, res.Output()
 	// No output may carry key material: neither a PEM private key nor the base64 body of ours.
 	for _, k := range keys {
 		body := pemBody(k)
@@ -116,7 +88,7 @@ func auditWith(t *testing.T, kubeconfig string, keys [][]byte, extra ...string) 
 		}
 	}
 	var r report
-	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
 		t.Fatalf("certdrift exit %d: report is not JSON: %v\n%s", code, err, out)
 	}
 	return code, r, out
@@ -441,16 +413,10 @@ func auditNoJSON(t *testing.T, kubeconfig string, extra ...string) (int, string)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, certdriftBin, append([]string{"audit", "--kubeconfig", kubeconfig, "--sync-timeout", "20s"}, extra...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
+	res, err := cdbin.Run(ctx, certdriftBin, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()},
+		append([]string{"audit", "--kubeconfig", kubeconfig, "--sync-timeout", "20s"}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("run certdrift: %v", err)
-	return 0, ""
+	return res.Code, res.Output()
 }
