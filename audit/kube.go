@@ -84,9 +84,8 @@ func (a *auditor) checkProcess(ev *EnvoyView, bs []*Binding, state map[*Binding]
 		sources[[2]string{b.Source, b.Item}] = b
 	}
 	for _, cb := range ev.Config.Bindings {
-		k := [2]string{cb.Source, cb.Item}
-		if sources[k] == nil {
-			sources[k] = nil
+		if k := [2]string{cb.Source, cb.Item}; sources[k] == nil {
+			sources[k] = nil // a source the pod mounts that no binding judged (no admin, no handshake)
 		}
 	}
 	for _, r := range subPath {
