@@ -26,8 +26,10 @@ import (
 )
 
 // A container whose image names Envoy runs as a real Envoy process (see containers_envoy.go for
-// how it sees its volumes and addresses). Any other image runs nothing and is reported Running
-// and Ready, so that pods with helper containers still become Ready; its probes are ignored.
+// how it sees its volumes and addresses); one whose image is certdrift's runs the certdrift
+// binary the testbed was given, with the pod's own ServiceAccount token (containers_certdrift.go).
+// Any other image runs nothing and is reported Running and Ready, so that pods with helper
+// containers still become Ready; its probes are ignored.
 //
 // A container that exits is restarted according to the pod's restartPolicy after a back-off of
 // 1s doubling to 10s (the kubelet's is 10s doubling to 5 minutes: tests need to be quicker),
@@ -55,9 +57,11 @@ type container struct {
 	init   bool // a native sidecar: reported among initContainerStatuses
 	policy corev1.RestartPolicy
 	envoy  bool
-	dir    string
-	env    map[string]string
-	log    *slog.Logger
+	// certdrift: the image is certdrift's (containers_certdrift.go).
+	certdrift bool
+	dir       string
+	env       map[string]string
+	log       *slog.Logger
 
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -85,7 +89,7 @@ type container struct {
 func newContainer(w *podWorker, pod *corev1.Pod, spec corev1.Container, init bool) *container {
 	c := &container{
 		w: w, spec: spec, init: init, policy: pod.Spec.RestartPolicy,
-		envoy:  isEnvoyImage(spec.Image),
+		envoy: isEnvoyImage(spec.Image), certdrift: isCertdriftImage(spec.Image),
 		dir:    filepath.Join(w.dir, "containers", spec.Name),
 		log:    w.log.With("container", spec.Name),
 		stopCh: make(chan struct{}),
@@ -222,41 +226,68 @@ func (c *container) runOnce(attempt int) (exitCode int32, reason, message string
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return 0, "", "", fmt.Errorf("create container directory: %w", err)
 	}
-	if !c.envoy {
+	if !c.envoy && !c.certdrift {
 		c.markRunning(attempt, "testbed://"+string(c.w.uid)+"/"+c.spec.Name, "")
 		<-c.stopCh
 		c.markTerminated(0, "Completed", "")
 		return 0, "Completed", "", nil
 	}
-	bin, err := envoyBinary(c.spec.Image)
-	if err != nil {
-		return 0, "", "", err
-	}
-	argv, err := c.prepareEnvoy()
-	if err != nil {
-		return 0, "", "", err
+	var (
+		path, version string
+		argv          []string
+		env           = c.env
+		binds         []bindMount
+	)
+	if c.envoy {
+		bin, err := envoyBinary(c.spec.Image)
+		if err != nil {
+			return 0, "", "", err
+		}
+		path, version = bin.Path, bin.Version
+		if argv, err = c.prepareEnvoy(); err != nil {
+			return 0, "", "", err
+		}
+	} else {
+		if path, argv, env, err = c.prepareCertdrift(); err != nil {
+			return 0, "", "", err
+		}
+		sa, err := c.serviceAccountBind()
+		if err != nil {
+			return 0, "", "", err
+		}
+		if sa != "" {
+			binds = append(binds, bindMount{source: sa, target: serviceAccountDir})
+		}
 	}
 	console, err := os.OpenFile(filepath.Join(c.dir, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, "", "", fmt.Errorf("open console log: %w", err)
 	}
 	defer console.Close()
-	cmd := exec.Command(bin.Path, argv...)
+	cmd := exec.Command(path, argv...)
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	for k, v := range c.env {
+	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.SysProcAttr = childAttrs()
-	if err := cmd.Start(); err != nil {
-		return 0, "", "", fmt.Errorf("start %s: %w", bin.Path, err)
+	var exited <-chan error
+	if len(binds) > 0 {
+		if exited, err = startInMountNamespace(cmd, binds); err != nil {
+			return 0, "", "", fmt.Errorf("start %s: %w", path, err)
+		}
+	} else {
+		if err := cmd.Start(); err != nil {
+			return 0, "", "", fmt.Errorf("start %s: %w", path, err)
+		}
+		ch := make(chan error, 1)
+		go func() { ch <- cmd.Wait() }()
+		exited = ch
 	}
-	c.version = bin.Version
-	c.markRunning(attempt, fmt.Sprintf("testbed://%d", cmd.Process.Pid), bin.Version)
-	c.log.Info("envoy started", "pid", cmd.Process.Pid, "version", bin.Version)
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	c.version = version
+	c.markRunning(attempt, fmt.Sprintf("testbed://%d", cmd.Process.Pid), version)
+	c.log.Info("container process started", "pid", cmd.Process.Pid, "binary", filepath.Base(path), "version", version)
 	var waitErr error
 	select {
 	case waitErr = <-exited:
@@ -269,7 +300,7 @@ func (c *container) runOnce(attempt int) (exitCode int32, reason, message string
 }
 
 // terminate sends SIGTERM to the process group, then SIGKILL after grace.
-func terminate(cmd *exec.Cmd, exited chan error, grace time.Duration) error {
+func terminate(cmd *exec.Cmd, exited <-chan error, grace time.Duration) error {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case err := <-exited:
@@ -306,7 +337,7 @@ func (c *container) markRunning(attempt int, id, version string) {
 	c.containerID, c.version = id, version
 	c.ready, c.probeOK, c.probeFail, c.lastProbe = false, 0, 0, time.Time{}
 	c.waitReason, c.waitMessage = "", ""
-	if !c.envoy {
+	if !c.envoy && !c.certdrift {
 		c.ready = true
 	}
 }
@@ -534,7 +565,7 @@ const adminGrace = 10 * time.Second
 // (against the pod IP, as the kubelet probes), else Envoy's admin /ready, else "running".
 func (c *container) probe() {
 	c.mu.Lock()
-	if c.state != stateRunning || !c.envoy || time.Since(c.lastProbe) < probeEvery {
+	if c.state != stateRunning || (!c.envoy && !c.certdrift) || time.Since(c.lastProbe) < probeEvery {
 		c.mu.Unlock()
 		return
 	}
@@ -553,6 +584,11 @@ func (c *container) probe() {
 		err = c.probeHTTP(rp.HTTPGet)
 	case rp != nil && rp.TCPSocket != nil:
 		err = c.probeTCP(rp.TCPSocket)
+	case c.certdrift:
+		// No readinessProbe: ready once the first declared port answers (else once running).
+		if len(c.spec.Ports) > 0 {
+			err = c.probeTCP(&corev1.TCPSocketAction{Port: intstr.FromInt32(c.spec.Ports[0].ContainerPort)})
+		}
 	default:
 		if admin == "" {
 			admin = c.readAdminAddress()

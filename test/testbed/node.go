@@ -52,6 +52,9 @@ type NodeOptions struct {
 	IssueServingCert func(cn string, hosts ...string) (certPEM, keyPEM []byte, err error)
 	// Logger receives the agent's log. Default: discarded.
 	Logger *slog.Logger
+	// CertdriftBinary is the certdrift executable run for containers whose image is certdrift's
+	// (containers_certdrift.go); without it such containers fail to start, saying so.
+	CertdriftBinary string
 }
 
 // Node is a running node agent: the testbed's kubelet. It registers a Node, heartbeats its
@@ -65,13 +68,15 @@ type Node struct {
 
 	client    kubernetes.Interface
 	syncDelay time.Duration
-	log       *slog.Logger
-	subnet    *subnetClaim
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	pods      cache.Indexer
-	server    *KubeletServer
+	// apiServer is the API server URL certdrift pods reach in-cluster; certdriftBinary runs them.
+	apiServer, certdriftBinary string
+	log                        *slog.Logger
+	subnet                     *subnetClaim
+	ctx                        context.Context
+	cancel                     context.CancelFunc
+	wg                         sync.WaitGroup
+	pods                       cache.Indexer
+	server                     *KubeletServer
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -107,6 +112,7 @@ func StartNode(ctx context.Context, opts NodeOptions) (*Node, error) {
 	n := &Node{
 		Name: opts.Name, HostIP: subnet.hostIP(), Dir: opts.Dir, KubeletPort: opts.KubeletPort,
 		client: client, syncDelay: opts.VolumeSyncDelay, log: log.With("node", opts.Name),
+		apiServer: opts.Config.Host, certdriftBinary: opts.CertdriftBinary,
 		subnet: subnet, ctx: runCtx, cancel: cancel, workers: map[types.UID]*podWorker{}, lastIP: 1,
 	}
 	if err := n.start(ctx, opts); err != nil {

@@ -75,6 +75,7 @@ func (tb *Testbed) startNodes(ctx context.Context, opts Options) error {
 			KubeletServer:    &ksCfg,
 			IssueServingCert: tb.IssueServingCert,
 			Logger:           logger,
+			CertdriftBinary:  opts.CertdriftBinary,
 		})
 		if err != nil {
 			return err

@@ -43,6 +43,10 @@ type Options struct {
 	// VolumeSyncDelay is how often the nodes re-project Secret and ConfigMap volumes
 	// (default 2s; the kubelet's is up to about a minute).
 	VolumeSyncDelay time.Duration
+	// CertdriftBinary is the certdrift executable the nodes run for pods whose image is
+	// certdrift's (e.g. ghcr.io/certdrift/certdrift), with the pod's ServiceAccount token at
+	// the in-cluster path (containers_certdrift.go). Tests build it from ./cmd/certdrift.
+	CertdriftBinary string
 }
 
 // Testbed is a running control plane. Its methods are safe for concurrent use.
