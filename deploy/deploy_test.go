@@ -293,7 +293,7 @@ func TestOnAPIServer(t *testing.T) {
 			{"create", "events.events.k8s.io", "shop", true},
 			{"create", "leases.coordination.k8s.io", "certdrift", true},
 			{"update", "leases.coordination.k8s.io", "certdrift", true},
-			{"create", "leases.coordination.k8s.io", "shop", false},
+			{"create", "leases.coordination.k8s.io", "shop", true}, // reload cooldown Leases
 			{"delete", "pods", "shop", false},
 			{"create", "pods", "shop", false},
 			{"update", "secrets", "shop", false},

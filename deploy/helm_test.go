@@ -652,7 +652,7 @@ metadata:
 			{"patch", "statefulsets.apps", "edge", true},
 			{"create", "events.events.k8s.io", "shop", true},
 			{"update", "leases.coordination.k8s.io", "certdrift", true},
-			{"create", "leases.coordination.k8s.io", "shop", false},
+			{"create", "leases.coordination.k8s.io", "shop", true}, // reload cooldown Leases
 			{"create", "pods", "shop", false},
 			{"delete", "pods", "shop", false},
 			{"update", "secrets", "shop", false},

@@ -129,35 +129,6 @@ func TestPodRun(t *testing.T) {
 			t.Errorf("%v\n%s", err, out)
 		}
 	}
-	// KNOWN GAP (reported to the integrator): remediate keeps each workload's reload cooldown in
-	// a Lease in the workload's namespace (remediate/kube.go, docs/repair.md), but the chart's
-	// repair rules grant Leases only in the release namespace, so `audit --reload` stops with
-	// "leases ... is forbidden" before any eviction, whatever the profile. Until the chart
-	// grants get/create/update on leases where it grants pods/eviction, the test adds exactly
-	// that rule in static-tls, so what follows isolates the eviction itself.
-	leaseRBAC := `apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: certdrift-reload-cooldown, namespace: static-tls}
-rules:
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: [get, create, update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: certdrift-reload-cooldown, namespace: static-tls}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: certdrift-reload-cooldown}
-subjects:
-- {kind: ServiceAccount, name: certdrift, namespace: certdrift}
-`
-	leaseFile := filepath.Join(dir, "lease-rbac.yaml")
-	if err := os.WriteFile(leaseFile, []byte(leaseRBAC), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := k("apply", "-f", leaseFile); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-
 	t.Run("ClusterReadonly", func(t *testing.T) {
 		pod := install(t, "install")
 		defer uninstall(t)

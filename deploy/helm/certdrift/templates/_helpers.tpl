@@ -97,6 +97,10 @@ Eviction API (PodDisruptionBudgets are honoured), or patch the owner's pod templ
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+# The reload cooldown of each workload is a Lease in the workload's namespace (remediate).
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
 {{- end -}}
 
 {{- define "certdrift.subjects" -}}
