@@ -33,6 +33,7 @@ func (s *Store) renderText() {
 			return // leave the cache empty: the slow path still serves
 		}
 	}
+	plain = *bytes.NewBuffer(dropEmptyLabels(plain.Bytes()))
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write(plain.Bytes())
@@ -86,6 +87,7 @@ func (s *Store) Handler(fallback http.Handler, log *slog.Logger, extra ...promet
 				log.Warn("encode metric family", "family", mf.GetName(), "err", err)
 			}
 		}
+		liveBytes := dropEmptyLabels(liveText.Bytes())
 		h := w.Header()
 		h.Set("Content-Type", string(textFormat))
 		h.Add("Vary", "Accept-Encoding")
@@ -93,12 +95,12 @@ func (s *Store) Handler(fallback http.Handler, log *slog.Logger, extra ...promet
 			h.Set("Content-Encoding", "gzip")
 			_, _ = w.Write(tc.gz)
 			zw := gzip.NewWriter(w)
-			_, _ = zw.Write(liveText.Bytes())
+			_, _ = zw.Write(liveBytes)
 			_ = zw.Close()
 			return
 		}
 		_, _ = w.Write(tc.plain)
-		_, _ = w.Write(liveText.Bytes())
+		_, _ = w.Write(liveBytes)
 	}), nil
 }
 
@@ -110,4 +112,74 @@ func acceptsGzip(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// dropEmptyLabels removes label pairs with an empty value from the sample lines of a text
+// exposition. Prometheus treats `envoy=""` and no envoy label as the same series, and the
+// certificate families carry one fixed label set for every view: the desired view's empty envoy
+// and sni (and location in Kubernetes mode) were ~0.6 MB of a 10,000-Secret scrape. A line whose
+// labels do not scan (which the encoder never writes) is kept as it is.
+func dropEmptyLabels(text []byte) []byte {
+	out := make([]byte, 0, len(text))
+	for len(text) > 0 {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i+1], text[i+1:]
+		} else {
+			text = nil
+		}
+		out = appendWithoutEmptyLabels(out, line)
+	}
+	return out
+}
+
+func appendWithoutEmptyLabels(out, line []byte) []byte {
+	open := bytes.IndexByte(line, '{')
+	if len(line) == 0 || line[0] == '#' || open < 0 || !bytes.Contains(line, []byte(`=""`)) {
+		return append(out, line...)
+	}
+	start := len(out)
+	out = append(out, line[:open+1]...)
+	rest := line[open+1:]
+	first := true
+	for {
+		if len(rest) > 0 && rest[0] == '}' {
+			break
+		}
+		eq := bytes.IndexByte(rest, '=')
+		if eq < 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
+			return append(out[:start], line...)
+		}
+		// The value ends at the first unescaped quote.
+		end := -1
+		for i := eq + 2; i < len(rest); i++ {
+			if rest[i] == '\\' {
+				i++
+				continue
+			}
+			if rest[i] == '"' {
+				end = i
+				break
+			}
+		}
+		if end < 0 {
+			return append(out[:start], line...)
+		}
+		if end > eq+2 {
+			if !first {
+				out = append(out, ',')
+			}
+			out = append(out, rest[:end+1]...)
+			first = false
+		}
+		rest = rest[end+1:]
+		if len(rest) > 0 && rest[0] == ',' {
+			rest = rest[1:]
+		}
+	}
+	if first {
+		out = out[:len(out)-1] // no label left: drop the "{"
+		return append(out, rest[1:]...)
+	}
+	return append(out, rest...)
 }

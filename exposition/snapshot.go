@@ -99,8 +99,14 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 			if len(it.Chain) == 0 {
 				continue
 			}
-			// A Kubernetes item has no path; a merged Secret's items differ by name.
-			addCert([]string{"desired", ns, sourceLabel(o.Source.Name, it.Name), "", cmpOr(it.CertPath, it.Name), ""}, fromCert(it.Chain[0]))
+			// In Kubernetes mode source already names the Secret (and a merged item after "#"),
+			// so the item's "namespace/name/key" path would repeat it on 20,000 series: the
+			// desired view there has no location. In local mode it is the file.
+			loc := ""
+			if !r.Kubernetes {
+				loc = cmpOr(it.CertPath, it.Name)
+			}
+			addCert([]string{"desired", ns, sourceLabel(o.Source.Name, it.Name), "", loc, ""}, fromCert(it.Chain[0]))
 		}
 	}
 	for _, ev := range r.Inputs.Envoys {

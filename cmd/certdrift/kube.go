@@ -60,6 +60,11 @@ type KubeOptions struct {
 	// uses them to refresh without waiting for its next round.
 	OnDesiredChange func(kube.Change)
 	OnTargetChange  func(op kube.ChangeOp, namespace, pod string)
+	// Shard, when set, keeps only the Envoy pods it returns true for: the others are neither
+	// read over admin nor handshaken. The exporter's --shard/--total-shards sets it, so that N
+	// replicas split the probing and not only the exposition. Every Secret stays in the desired
+	// view: a pod of this shard may mount a Secret of another.
+	Shard func(namespace, pod string) bool
 	GatherOptions
 }
 
@@ -160,6 +165,7 @@ func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 	opt, log := s.opt, s.opt.Log
 	desired := s.inv.Observations()
 	snap := s.disc.Targets(ctx)
+	snap.Targets = shardTargets(snap.Targets, opt.Shard)
 	for _, e := range snap.Errors {
 		log.Warn("envoy discovery", "source", e.Source, "err", e.Err)
 	}
@@ -199,6 +205,20 @@ func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 	s.dialer.CloseIdle()
 	probeEndpoints(ctx, envoys, views, opt.GatherOptions, log)
 	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views}
+}
+
+// shardTargets keeps the targets keep owns, all of them when keep is nil.
+func shardTargets(ts []kube.EnvoyTarget, keep func(namespace, pod string) bool) []kube.EnvoyTarget {
+	if keep == nil {
+		return ts
+	}
+	out := make([]kube.EnvoyTarget, 0, len(ts))
+	for _, t := range ts {
+		if keep(t.Namespace, t.Pod) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // podContext is what the audit needs of a pod beyond its views.

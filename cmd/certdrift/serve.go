@@ -427,6 +427,17 @@ func (x *exporter) runRound(ctx context.Context) {
 		"duration_seconds", r.Finished.Sub(start).Seconds())
 }
 
+// podShard is the KubeOptions.Shard of --shard/--total-shards: a pod is probed by the replica
+// that exposes it (exposition.Shard on "namespace/pod", the Envoy's name in Kubernetes mode).
+// nil with one shard: every pod.
+func (c *serveCmd) podShard() func(namespace, pod string) bool {
+	if c.TotalShards <= 1 {
+		return nil
+	}
+	sh := exposition.Shard{Index: c.Shard, Total: c.TotalShards}
+	return func(namespace, pod string) bool { return sh.Owns(namespace + "/" + pod) }
+}
+
 // startKube starts the informers; their changes ask for an early round.
 func (x *exporter) startKube(ctx context.Context) error {
 	c := x.c
@@ -442,6 +453,7 @@ func (x *exporter) startKube(ctx context.Context) error {
 	}
 	opts.OnDesiredChange = func(kube.Change) { poke() }
 	opts.OnTargetChange = func(kube.ChangeOp, string, string) { poke() }
+	opts.Shard = c.podShard()
 	rc, err := c.kubeFlags.restConfig()
 	if err != nil {
 		return err
