@@ -254,7 +254,10 @@ func leaseName(workload string) string {
 }
 
 // LastReloads reads when each workload ("namespace/Kind/name" keys, see Target.WorkloadKey) was
-// last acted on. A missing Lease is no entry; other errors are returned.
+// last acted on. A missing Lease is no entry, and so is one certdrift may not read (an RBAC
+// profile without repair): a dry run still shows its plan, and acting is then refused where it
+// matters, at the eviction or patch itself, with the missing permission named. Other errors are
+// returned.
 func LastReloads(ctx context.Context, c kubernetes.Interface, keys []string) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	for _, k := range keys {
@@ -263,7 +266,7 @@ func LastReloads(ctx context.Context, c kubernetes.Interface, keys []string) (ma
 			continue
 		}
 		l, err := c.CoordinationV1().Leases(ns).Get(ctx, leaseName(workload), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 			continue
 		}
 		if err != nil {
