@@ -143,11 +143,12 @@ func TestServeRemediateOneLeader(t *testing.T) {
 	keys := [][]byte{v1.KeyPEM, v2.KeyPEM}
 	deploy(ctx, t, tb, "static-tls", v1)
 
-	// The replicas start before the rotation, so they have elected a leader by the time the
-	// pods go stale; the rotation waits out the grace period.
-	a, b := startServe(t, tb, "replica-a"), startServe(t, tb, "replica-b")
+	// The rotation waits out the grace period: both pods are provably stale. The replicas start
+	// after it, so the pods the test calls stale are the ones they find (started before, they
+	// act within seconds of the grace period and race the test's bookkeeping).
 	rotate(ctx, t, tb, "static-tls", v2)
 	stale := uids(ready(ctx, t, tb, "static-tls"))
+	a, b := startServe(t, tb, "replica-a"), startServe(t, tb, "replica-b")
 
 	// Wait until no stale pod is left and two new ones are Ready.
 	deadline := time.Now().Add(4 * time.Minute)
