@@ -36,6 +36,10 @@ func TestMetricsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The repair metrics are a collector of their own (serve --remediate registers it).
+	repair := NewRepairMetrics([]string{"evict"}, []string{"done"})
+	repair.ReloadAction("evict", "done", true, t0)
+	reg.MustRegister(repair)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +59,7 @@ func TestMetricsDocumented(t *testing.T) {
 		exposed[mf.GetName()] = docRow{Type: typeName(mf.GetType()), Labels: labels}
 	}
 	// Every descriptor must show up populated, or the walk above proves nothing for it.
-	for _, c := range s.Collectors() {
+	for _, c := range append(s.Collectors(), repair) {
 		ch := make(chan *prometheus.Desc, 64)
 		c.Describe(ch)
 		close(ch)

@@ -24,6 +24,15 @@ const (
 	OutcomeFailed  = "failed"  // the action or its post-check failed
 )
 
+// Outcomes lists every outcome, for metrics that declare their series up front.
+var Outcomes = []string{OutcomeDone, OutcomeRefused, OutcomeFailed, OutcomeSkipped, OutcomePlanned}
+
+// Recorder counts each result of Run (exposition.RepairMetrics). attempted is true when the
+// action was carried out (done, refused or failed), false when it was only planned or skipped.
+type Recorder interface {
+	ReloadAction(strategy, outcome string, attempted bool, at time.Time)
+}
+
 // Result is an action and what became of it.
 type Result struct {
 	Action
@@ -63,6 +72,8 @@ type Executor struct {
 	OpenAdmin AdminOpener
 	Verify    Verifier
 	Now       func() time.Time
+	// Metrics, when set, counts every result: one per action of every Run, skipped ones too.
+	Metrics Recorder
 }
 
 // Run executes the actions that the plan did not skip, in order, waiting for each to finish and
@@ -103,6 +114,10 @@ func (e *Executor) Run(ctx context.Context, actions []Action, dryRun bool) []Res
 		}
 		e.Log.Info("reload action", "strategy", string(r.Strategy), "envoy", r.Target.Envoy, "workload", r.Target.WorkloadKey(),
 			"outcome", r.Outcome, "detail", r.Detail)
+		if e.Metrics != nil {
+			attempted := r.Outcome == OutcomeDone || r.Outcome == OutcomeRefused || r.Outcome == OutcomeFailed
+			e.Metrics.ReloadAction(string(r.Strategy), r.Outcome, attempted, e.Now())
+		}
 		results = append(results, r)
 	}
 	return results

@@ -3,6 +3,7 @@ package remediate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -27,6 +28,13 @@ func (s *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.posts = append(s.posts, r.URL.RequestURI())
 	w.WriteHeader(http.StatusOK)
+}
+
+// recorder is a Recorder that keeps "strategy outcome attempted" lines.
+type recorder struct{ lines []string }
+
+func (r *recorder) ReloadAction(strategy, outcome string, attempted bool, _ time.Time) {
+	r.lines = append(r.lines, fmt.Sprintf("%s %s %v", strategy, outcome, attempted))
 }
 
 func TestExecutorRun(t *testing.T) {
@@ -84,20 +92,26 @@ func TestExecutorRun(t *testing.T) {
 			srv.mu.Lock()
 			srv.posts = nil
 			srv.mu.Unlock()
-			e := &Executor{Timeout: 2 * time.Second, Command: tc.command,
+			rec := &recorder{}
+			e := &Executor{Timeout: 2 * time.Second, Command: tc.command, Metrics: rec,
 				Verify: func(context.Context, Action, []string) (string, error) {
 					return "serves the desired leaf", tc.verifyErr
 				}}
 			rs := e.Run(context.Background(), tc.actions, tc.dryRun)
-			var got []string
+			var got, wantRec []string
 			for _, r := range rs {
 				got = append(got, r.Outcome)
+				attempted := r.Outcome != OutcomePlanned && r.Outcome != OutcomeSkipped
+				wantRec = append(wantRec, fmt.Sprintf("%s %s %v", r.Strategy, r.Outcome, attempted))
 				if r.Detail == "" {
 					t.Errorf("result for %s has no detail", r.Target.Envoy)
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s: outcomes -want +got:\n%s", tc.reason, diff)
+			}
+			if diff := cmp.Diff(wantRec, rec.lines); diff != "" {
+				t.Errorf("%s: every result is counted once -want +got:\n%s", tc.reason, diff)
 			}
 			srv.mu.Lock()
 			defer srv.mu.Unlock()

@@ -117,7 +117,9 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 	opt := remediate.Options{Kubernetes: kubeMode, Strategy: remediate.Strategy(r.ReloadStrategy),
 		Budget: r.ReloadBudget, Cooldown: r.ReloadCooldown, Now: time.Now()}
 	exe := &remediate.Executor{Log: log, Timeout: r.ReloadTimeout, RefusalWait: r.ReloadRefusalWait,
-		DrainWait: r.ReloadDrainWait, Command: strings.Fields(r.ReloadExec)}
+		DrainWait: r.ReloadDrainWait, Command: strings.Fields(r.ReloadExec),
+		// Counted like serve --remediate does; a one-shot audit has no /metrics to expose them on.
+		Metrics: newRepairMetrics()}
 	if kubeMode {
 		k, err := newKubeReload(ctx, st, log)
 		if err != nil {

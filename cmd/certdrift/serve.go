@@ -46,7 +46,8 @@ type serveCmd struct {
 	Shard         int           `default:"0" env:"CERTDRIFT_SHARD" help:"This replica's shard, 0..--total-shards-1."`
 	TotalShards   int           `name:"total-shards" default:"1" env:"CERTDRIFT_TOTAL_SHARDS" help:"Number of replicas splitting pods and Secrets by a stable hash of namespace/name."`
 
-	kubeFlags `embed:""`
+	kubeFlags      `embed:""`
+	remediateFlags `embed:""`
 }
 
 func (c *serveCmd) Validate() error {
@@ -71,6 +72,9 @@ func (c *serveCmd) Validate() error {
 	if err := c.kubeFlags.validate(); err != nil {
 		return err
 	}
+	if err := c.remediateFlags.validate(c.kubeFlags.enabled(), c.TotalShards); err != nil {
+		return err
+	}
 	switch {
 	case c.Config == "" && !c.kubeFlags.enabled():
 		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
@@ -93,6 +97,8 @@ type exporter struct {
 	cfg atomic.Pointer[config.Config]
 	// Kubernetes mode.
 	kube *KubeSession
+	// rem is serve --remediate (nil when off).
+	rem *remediator
 
 	trigger chan struct{}   // an early round, debounced
 	reload  chan chan error // a reload request and where to answer
@@ -120,12 +126,16 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 			return noRun(err)
 		}
 		defer x.kube.Close()
+		var err error
+		if x.rem, err = x.newRemediator(); err != nil {
+			return noRun(err)
+		}
 	}
 
 	// go_* and process_* (and promhttp's own) live apart from the domain metrics.
 	runtimeReg := prometheus.NewRegistry()
 	runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	gatherer, err := store.Gatherer(runtimeReg)
+	gatherer, err := store.Gatherer(append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...)...)
 	if err != nil {
 		return noRun(fmt.Errorf("register collectors: %w", err))
 	}
@@ -165,6 +175,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	wg.Add(2)
 	go func() { defer wg.Done(); x.loop(runCtx) }()
 	go func() { defer wg.Done(); x.signals(runCtx) }()
+	x.rem.start(runCtx, &wg)
 
 	errc := make(chan error, 2)
 	webFlags := &web.FlagConfig{WebListenAddresses: &c.ListenAddress, WebSystemdSocket: new(bool), WebConfigFile: &c.WebConfigFile}
@@ -208,7 +219,7 @@ func (x *exporter) metricsHandler(store *exposition.Store, gatherer prometheus.G
 		Timeout:       x.c.ScrapeTimeout,
 		Registry:      runtimeReg,
 	})
-	fast, err := store.Handler(fallback, x.log, runtimeReg)
+	fast, err := store.Handler(fallback, x.log, append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -423,6 +434,7 @@ func (x *exporter) runRound(ctx context.Context) {
 	}
 	r.Started, r.Finished = start, time.Now()
 	x.store.Record(r)
+	x.rem.offer(r)
 	x.log.Info("round complete", "findings", len(r.Report.Findings), "bindings", len(r.Report.Bindings),
 		"duration_seconds", r.Finished.Sub(start).Seconds())
 }

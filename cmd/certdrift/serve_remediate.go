@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/remediate"
+)
+
+// remediateFlags are `certdrift serve --remediate`: `audit --reload --yes` after every complete
+// round of the exporter, by the one replica that holds the election Lease. Off by default.
+type remediateFlags struct {
+	Remediate               bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
+	RemediateDryRun         bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
+	RemediateLeaseName      string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on."`
+	RemediateLeaseNamespace string        `name:"remediate-lease-namespace" env:"CERTDRIFT_REMEDIATE_LEASE_NAMESPACE" help:"Namespace of the election Lease (default: $POD_NAMESPACE)."`
+	RemediateIdentity       string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
+	RemediateStrategy       string        `name:"remediate-strategy" default:"" enum:",evict,rollout-restart,admin-quit" env:"CERTDRIFT_REMEDIATE_STRATEGY" help:"Strategy for pods without a certdrift.dev/reload-strategy annotation (default: evict; rollout-restart for STALE_PROCESS)."`
+	RemediateBudget         int           `name:"remediate-budget" default:"1" env:"CERTDRIFT_REMEDIATE_BUDGET" help:"Most reload actions per round."`
+	RemediateCooldown       time.Duration `name:"remediate-cooldown" default:"10m" env:"CERTDRIFT_REMEDIATE_COOLDOWN" help:"Least time between two reload rounds of one workload (a Lease per workload)."`
+	RemediateTimeout        time.Duration `name:"remediate-timeout" default:"3m" env:"CERTDRIFT_REMEDIATE_TIMEOUT" help:"Deadline of one action: eviction or restart, wait for the replacement, post-check."`
+	RemediateRefusalWait    time.Duration `name:"remediate-refusal-wait" default:"30s" env:"CERTDRIFT_REMEDIATE_REFUSAL_WAIT" help:"How long a refused eviction is retried before it counts as refused."`
+	RemediateDrainWait      time.Duration `name:"remediate-drain-wait" default:"5s" env:"CERTDRIFT_REMEDIATE_DRAIN_WAIT" help:"admin-quit: pause between /drain_listeners?graceful and /quitquitquit."`
+	RemediateLeaseDuration  time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
+}
+
+func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
+	if !f.Remediate {
+		if f.RemediateDryRun {
+			return errors.New("--remediate-dry-run needs --remediate")
+		}
+		return nil
+	}
+	if f.RemediateLeaseNamespace == "" {
+		f.RemediateLeaseNamespace = os.Getenv("POD_NAMESPACE")
+	}
+	switch {
+	case !kubeMode:
+		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
+	case totalShards > 1:
+		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
+		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
+	case f.RemediateLeaseNamespace == "":
+		return errors.New("--remediate needs --remediate-lease-namespace (or POD_NAMESPACE) for its election Lease")
+	case f.RemediateLeaseName == "":
+		return errors.New("--remediate-lease-name must not be empty")
+	case f.RemediateBudget < 0:
+		return fmt.Errorf("--remediate-budget %d: must not be negative", f.RemediateBudget)
+	case f.RemediateCooldown < 0 || f.RemediateRefusalWait < 0 || f.RemediateDrainWait < 0:
+		return errors.New("--remediate-cooldown, --remediate-refusal-wait and --remediate-drain-wait must not be negative")
+	case f.RemediateTimeout <= 0:
+		return fmt.Errorf("--remediate-timeout %s: must be positive", f.RemediateTimeout)
+	case f.RemediateLeaseDuration < 2*time.Second:
+		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", f.RemediateLeaseDuration)
+	}
+	return nil
+}
+
+// remediator is the exporter's repair: rounds go to remediate.Continuous, which runs act in the
+// elected replica only. nil when --remediate is off; its methods accept a nil receiver so that
+// serve.go calls them unconditionally.
+type remediator struct {
+	f       *remediateFlags
+	x       *exporter
+	log     *slog.Logger
+	client  kubernetes.Interface
+	metrics *exposition.RepairMetrics
+	reg     *prometheus.Registry
+	cont    *remediate.Continuous
+}
+
+// newRemediator is called after the Kubernetes session started.
+func (x *exporter) newRemediator() (*remediator, error) {
+	f := &x.c.remediateFlags
+	if !f.Remediate {
+		return nil, nil
+	}
+	rc, err := x.c.kubeFlags.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("--remediate: kubernetes client: %w", err)
+	}
+	id, err := electionIdentity(f.RemediateIdentity)
+	if err != nil {
+		return nil, err
+	}
+	r := &remediator{f: f, x: x, log: x.log.With("component", "remediate"), client: client,
+		metrics: newRepairMetrics(), reg: prometheus.NewRegistry()}
+	if err := r.reg.Register(r.metrics); err != nil {
+		return nil, fmt.Errorf("register repair metrics: %w", err)
+	}
+	lease := f.RemediateLeaseDuration
+	r.cont = &remediate.Continuous{
+		Lease: remediate.LeaseConfig{Client: client, Namespace: f.RemediateLeaseNamespace, Name: f.RemediateLeaseName,
+			Identity: id, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 7},
+		Act: r.act,
+		Log: r.log,
+	}
+	r.log.Info("remediate enabled", "lease", f.RemediateLeaseNamespace+"/"+f.RemediateLeaseName, "identity", id,
+		"dry_run", f.RemediateDryRun, "budget", f.RemediateBudget, "cooldown", f.RemediateCooldown.String())
+	return r, nil
+}
+
+// electionIdentity is the flag's value, else POD_NAME or the host name; a random suffix keeps
+// two processes on one host (or a restarted pod with its old Lease) apart.
+func electionIdentity(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	base := os.Getenv("POD_NAME")
+	if base == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("--remediate: host name for the election identity: %w", err)
+		}
+		base = h
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return base + "_" + hex.EncodeToString(b[:]), nil
+}
+
+// gatherer is the repair metrics' registry (none when off).
+func (r *remediator) gatherers() []prometheus.Gatherer {
+	if r == nil {
+		return nil
+	}
+	return []prometheus.Gatherer{r.reg}
+}
+
+// start runs the election until ctx ends.
+func (r *remediator) start(ctx context.Context, wg *sync.WaitGroup) {
+	if r == nil {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := r.cont.Run(ctx); err != nil {
+			r.log.Error("remediate stopped", "err", err)
+		}
+	}()
+}
+
+// offer hands a recorded round to the leader's worker; rounds from local mode never get here.
+func (r *remediator) offer(round exposition.Round) {
+	if r == nil || !round.Kubernetes {
+		return
+	}
+	r.cont.Offer(remediate.Work{Started: round.Started, Report: round.Report, Inputs: round.Inputs})
+}
+
+// act is one round's repair, as `audit --reload --yes` does it: read the stale pods' owners,
+// annotations and cooldown Leases, plan, and carry the plan out one action at a time with the
+// post-check observing the cluster through the exporter's own session.
+func (r *remediator) act(ctx context.Context, w remediate.Work) {
+	f := r.f
+	policy := r.x.policy()
+	kopts, err := r.x.c.kubeFlags.options(GatherOptions{Timeout: policy.Timeout.D(), Concurrency: r.x.c.Concurrency, Log: r.log})
+	if err != nil {
+		r.log.Error("remediate: options", "err", err)
+		return
+	}
+	k := &kubeReload{st: &reloadState{policy: policy, kopts: kopts}, client: r.client, session: r.x.kube, log: r.log}
+	opt := remediate.Options{Kubernetes: true, Strategy: remediate.Strategy(f.RemediateStrategy),
+		Budget: f.RemediateBudget, Cooldown: f.RemediateCooldown, Now: time.Now()}
+	if err := k.prepare(ctx, w.Report, &opt); err != nil {
+		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
+		return
+	}
+	actions := remediate.Plan(w.Report, k.st.in, opt)
+	if len(actions) == 0 {
+		return
+	}
+	exe := &remediate.Executor{Client: r.client, Log: r.log, Timeout: f.RemediateTimeout, RefusalWait: f.RemediateRefusalWait,
+		DrainWait: f.RemediateDrainWait, Metrics: r.metrics}
+	if !f.RemediateDryRun {
+		exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
+	}
+	results := exe.Run(ctx, actions, f.RemediateDryRun)
+	counts := map[string]int{}
+	for _, res := range results {
+		counts[res.Outcome]++
+	}
+	r.log.Info("remediate round", "actions", len(results), "done", counts[remediate.OutcomeDone],
+		"refused", counts[remediate.OutcomeRefused], "failed", counts[remediate.OutcomeFailed],
+		"skipped", counts[remediate.OutcomeSkipped], "planned", counts[remediate.OutcomePlanned])
+}
