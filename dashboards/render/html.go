@@ -625,6 +625,9 @@ func renderStateTimeline(r panelResult, body box) string {
 				k++
 			}
 			end := pts[k].T.Add(step)
+			if end.After(c.t1) {
+				end = c.t1
+			}
 			if k+1 < len(pts) && pts[k+1].T.Sub(pts[k].T) <= step*3/2 {
 				end = pts[k+1].T
 			}

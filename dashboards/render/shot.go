@@ -19,7 +19,7 @@ const chromiumPath = "/usr/bin/chromium"
 // findChromium returns the headless browser, or an error saying how to install it.
 func findChromium() (string, error) {
 	if _, err := os.Stat(chromiumPath); err != nil {
-		return "", fmt.Errorf("%s not found: install Debian's browser with `apt-get install -y --no-install-recommends chromium`", chromiumPath)
+		return "", fmt.Errorf("%s not found: install Debian's headless browser with `apt-get install chromium` (as root; --no-install-recommends is enough)", chromiumPath)
 	}
 	return chromiumPath, nil
 }
