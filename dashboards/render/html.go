@@ -437,7 +437,7 @@ func renderTimeseries(r panelResult, body box) string {
 		return noData
 	}
 	c.lo = math.Min(c.lo, 0)
-	c.hi = niceMax(c.lo, c.hi)
+	c.hi = niceMax(c.lo, c.hi, unit)
 	step := minStep(ns)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg" font-size="10" font-family=%q>`, c.W, c.H, fontFamily)
@@ -486,6 +486,19 @@ func minStep(ns []named) time.Duration {
 	return step
 }
 
+// axisStep is tickStep in the largest time unit that fits, for axes in seconds, so a year of
+// validity is marked in round days rather than round numbers of seconds.
+func axisStep(span float64, unit string) float64 {
+	if unit == "s" || unit == "dtdurations" {
+		for _, u := range []float64{86400, 3600, 60} {
+			if span >= 2*u {
+				return tickStep(span/u) * u
+			}
+		}
+	}
+	return tickStep(span)
+}
+
 // tickStep is a round step (1, 2, 2.5 or 5 times a power of ten) giving about four intervals.
 func tickStep(span float64) float64 {
 	raw := span / 4
@@ -499,11 +512,11 @@ func tickStep(span float64) float64 {
 }
 
 // niceMax rounds the axis top up to a tick so grid lines fall on round values.
-func niceMax(lo, hi float64) float64 {
+func niceMax(lo, hi float64, unit string) float64 {
 	if hi <= lo {
 		hi = lo + 1
 	}
-	st := tickStep(hi - lo)
+	st := axisStep(hi-lo, unit)
 	return lo + math.Ceil((hi-lo)/st)*st
 }
 
@@ -513,7 +526,7 @@ func axes(b *strings.Builder, c chart, unit string) {
 	if unit == "dtdurations" {
 		unit = "s"
 	}
-	st := tickStep(c.hi - c.lo)
+	st := axisStep(c.hi-c.lo, unit)
 	for v := c.lo; v <= c.hi+st/1e6; v += st {
 		y := c.y(v)
 		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e6e8ea"/>`, c.left, c.W-c.right, y, y)

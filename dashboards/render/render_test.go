@@ -245,3 +245,24 @@ func TestParseDashboardRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestAxisStep(t *testing.T) {
+	cases := map[string]struct {
+		span float64
+		unit string
+		want float64
+	}{
+		"CountsRound":    {span: 2, unit: "short", want: 0.5},
+		"SecondsPlain":   {span: 80, unit: "s", want: 20},
+		"MinutesRound":   {span: 20 * 60, unit: "s", want: 5 * 60},
+		"ExpiryInDays":   {span: 400 * 86400, unit: "dtdurations", want: 100 * 86400},
+		"HoursNotSecond": {span: 10 * 3600, unit: "s", want: 2.5 * 3600},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := axisStep(tc.span, tc.unit); got != tc.want {
+				t.Errorf("axisStep(%v, %q) = %v, want %v", tc.span, tc.unit, got, tc.want)
+			}
+		})
+	}
+}
