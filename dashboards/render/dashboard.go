@@ -20,13 +20,13 @@ type dashboard struct {
 }
 
 type panel struct {
-	ID              int             `json:"id"`
-	Type            string          `json:"type"`
-	Title           string          `json:"title"`
-	GridPos         gridPos         `json:"gridPos"`
-	Targets         []target        `json:"targets"`
-	Panels          []panel         `json:"panels"` // a collapsed row's panels
-	FieldConfig     fieldConfig     `json:"fieldConfig"`
+	ID              int              `json:"id"`
+	Type            string           `json:"type"`
+	Title           string           `json:"title"`
+	GridPos         gridPos          `json:"gridPos"`
+	Targets         []target         `json:"targets"`
+	Panels          []panel          `json:"panels"` // a collapsed row's panels
+	FieldConfig     fieldConfig      `json:"fieldConfig"`
 	Transformations []transformation `json:"transformations"`
 }
 
