@@ -188,7 +188,7 @@ func TestServeLifecycle(t *testing.T) {
 	_, body := get(t, "GET", metricsURL+"/metrics")
 	for _, want := range []string{
 		`certdrift_source_up{source="files"} 1`,
-		`certdrift_envoy_admin_up{envoy="hole",namespace="",pod=""} 0`,
+		`certdrift_envoy_admin_up{envoy="hole"} 0`,
 		`certdrift_finding{code="UNREACHABLE",envoy="hole"`,
 		`certdrift_config_last_reload_successful 1`,
 		`certdrift_build_info{goversion="go`,
