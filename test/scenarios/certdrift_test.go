@@ -39,6 +39,20 @@ type auditReport struct {
 		State    string `json:"state"`
 	} `json:"bindings"`
 	Findings []auditFinding `json:"findings"`
+	// Reload is present with --reload (docs/repair.md).
+	Reload *struct {
+		DryRun  bool `json:"dry_run"`
+		Results []struct {
+			Strategy string `json:"strategy"`
+			Target   struct {
+				Envoy    string `json:"envoy"`
+				Workload string `json:"workload"`
+			} `json:"target"`
+			Outcome string `json:"outcome"`
+			Skip    string `json:"skip"`
+			Detail  string `json:"detail"`
+		} `json:"results"`
+	} `json:"reload"`
 }
 
 type auditFinding struct {

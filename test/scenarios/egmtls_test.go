@@ -343,11 +343,18 @@ func egRound(ctx context.Context, t *testing.T, bundle bool, cp, rl, proxy corev
 		t.Errorf("audit before the rate limit's restart: findings (-want +got):\n%s", diff)
 	}
 
-	// Restarting the rate limit is what makes it converge.
+	// Restarting the rate limit is what makes it converge: certdrift's repair does it, with the
+	// strategy STALE_PROCESS calls for (a rollout restart of its Deployment), and checks that the
+	// new pod serves the rotated leaf.
 	restarted := time.Now()
-	if err := tb.Client.CoreV1().Pods(egNS).Delete(ctx, rl.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete rate limit pod %s: %v", rl.Name, err)
+	// The cooldown is shortened: both rounds of this test restart the rate limit, seconds apart.
+	code, r := runAudit(t, egNS, "--config", egPairings(t), "--grace", "1s", "--reload", "--yes", "--reload-cooldown", "1s")
+	if r.Reload == nil || len(r.Reload.Results) != 1 || r.Reload.Results[0].Strategy != "rollout-restart" ||
+		r.Reload.Results[0].Outcome != "done" || r.Reload.Results[0].Target.Workload != "Deployment/envoy-ratelimit" {
+		t.Fatalf("audit --reload --yes: exit %d, want one rollout-restart of Deployment/envoy-ratelimit done; reload %+v", code, r.Reload)
 	}
+	t.Logf("OBSERVED: certdrift reload: %s %s %s: %s", r.Reload.Results[0].Strategy, r.Reload.Results[0].Target.Workload,
+		r.Reload.Results[0].Outcome, r.Reload.Results[0].Detail)
 	var replacement corev1.Pod
 	poll(ctx, t, "the rate limit's replacement Ready", func() error {
 		pods, err := tb.WaitPodsReady(ctx, egNS, "app=envoy-ratelimit")
@@ -369,7 +376,7 @@ func egRound(ctx context.Context, t *testing.T, bundle bool, cp, rl, proxy corev
 		}
 		return nil
 	})
-	t.Logf("OBSERVED: rate limit replaced and trusted again %s after deleting its pod", time.Since(restarted).Round(10*time.Millisecond))
+	t.Logf("OBSERVED: rate limit replaced and trusted again %s after certdrift's repair started", time.Since(restarted).Round(10*time.Millisecond))
 	if code, r := runAudit(t, egNS, "--config", egPairings(t), "--grace", "1s"); code != 0 || len(r.Findings) != 0 {
 		t.Errorf("audit after the rate limit's restart: exit %d with findings %v, want 0 and none", code, r.findings())
 	}

@@ -59,6 +59,17 @@ type report struct {
 		} `json:"subject"`
 		Message string `json:"message"`
 	} `json:"findings"`
+	Reload *struct {
+		Results []struct {
+			Strategy string `json:"strategy"`
+			Target   struct {
+				Envoy string `json:"envoy"`
+			} `json:"target"`
+			Outcome string `json:"outcome"`
+			Skip    string `json:"skip"`
+			Detail  string `json:"detail"`
+		} `json:"results"`
+	} `json:"reload"`
 }
 
 // audit runs certdrift in Kubernetes mode as the testbed's admin and returns its exit code,
@@ -307,6 +318,29 @@ func TestKubeAudit(t *testing.T) {
 		}
 		checkBinding(t, r, envoy, "plain-sds/web-tls", "stale", out)
 		checkSDSSecret(t, r, envoy, "plain-sds/web-tls", out)
+	}
+
+	// Repair refuses to restart Envoys onto a broken Secret: a new process would reject the same
+	// pair. Every stale plain-sds pod is skipped as bad_secret, and no pod goes away.
+	code, r, out = auditWith(t, tb.KubeconfigPath, keys, "--reload", "--yes")
+	skipped := map[string]bool{}
+	if r.Reload != nil {
+		for _, res := range r.Reload.Results {
+			t.Logf("OBSERVED: reload %s %s: %s %s %s", res.Strategy, res.Target.Envoy, res.Outcome, res.Skip, res.Detail)
+			if res.Outcome == "skipped" && res.Skip == "bad_secret" {
+				skipped[res.Target.Envoy] = true
+			} else if strings.HasPrefix(res.Target.Envoy, "plain-sds/") {
+				t.Errorf("reload acted on %s although its Secret is broken: %s %s", res.Target.Envoy, res.Outcome, res.Detail)
+			}
+		}
+	}
+	for _, p := range pods["plain-sds"] {
+		if !skipped["plain-sds/"+p.Name] {
+			t.Errorf("reload did not skip plain-sds/%s as bad_secret\n%s", p.Name, out)
+		}
+		if _, err := tb.Client.CoreV1().Pods("plain-sds").Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+			t.Errorf("pod plain-sds/%s is gone after a reload onto a broken Secret: %v", p.Name, err)
+		}
 	}
 }
 
