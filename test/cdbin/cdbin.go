@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -82,4 +83,19 @@ func Run(ctx context.Context, bin string, env []string, args ...string) (Result,
 		return r, fmt.Errorf("run certdrift %v: %w", args, errors.Join(err, ctx.Err()))
 	}
 	return r, nil
+}
+
+// LeaksKey reports whether out carries private key material: a PEM private key header, or a
+// line of the base64 body of one of keys (PEM-encoded keys the test minted).
+func LeaksKey(out string, keys [][]byte) bool {
+	if strings.Contains(out, "PRIVATE KEY") {
+		return true
+	}
+	for _, k := range keys {
+		lines := strings.Split(string(k), "\n")
+		if len(lines) > 2 && lines[1] != "" && strings.Contains(out, lines[1]) {
+			return true
+		}
+	}
+	return false
 }

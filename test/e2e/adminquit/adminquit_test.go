@@ -8,11 +8,9 @@
 package adminquit
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/test/atomicdir"
+	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
 )
@@ -35,23 +34,7 @@ const host = "www.example.com"
 
 var certdriftBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "certdrift-e2e-adminquit-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	certdriftBin = filepath.Join(dir, "certdrift")
-	build := exec.Command("go", "build", "-o", certdriftBin, "github.com/certdrift/certdrift/cmd/certdrift")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build certdrift:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cdbin.Main(m, &certdriftBin) }
 
 // supervisor restarts an Envoy whenever it exits, like a process supervisor: the thing
 // admin-quit relies on. Each start is counted.
@@ -202,24 +185,13 @@ func certdrift(t *testing.T, keys [][]byte, args ...string) run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, certdriftBin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var r run
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("run certdrift: %v", err)
+	res, err := cdbin.Run(ctx, certdriftBin, os.Environ(), args...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	r.out = "$ certdrift " + strings.Join(args, " ") + "\n--- stdout:\n" + stdout.String() + "--- stderr:\n" + stderr.String()
-	for _, k := range keys {
-		if strings.Contains(r.out, "PRIVATE KEY") || strings.Contains(r.out, strings.Split(string(k), "\n")[1]) {
-			t.Fatalf("certdrift printed private key material")
-		}
+	r := run{code: res.Code, out: "$ certdrift " + strings.Join(args, " ") + "\n" + res.Output()}
+	if cdbin.LeaksKey(r.out, keys) {
+		t.Fatalf("certdrift printed private key material")
 	}
 	var doc struct {
 		Findings []struct {
@@ -232,7 +204,7 @@ func certdrift(t *testing.T, keys [][]byte, args ...string) run {
 			Results []result `json:"results"`
 		} `json:"reload"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+	if err := json.Unmarshal([]byte(res.Stdout), &doc); err != nil {
 		t.Fatalf("certdrift exit %d: output is not one JSON document: %v\n%s", r.code, err, r.out)
 	}
 	r.findings = doc.Findings

@@ -11,10 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
 	"github.com/certdrift/certdrift/test/testbed"
@@ -39,23 +37,7 @@ const (
 
 var certdriftBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "certdrift-e2e-repair-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	certdriftBin = filepath.Join(dir, "certdrift")
-	build := exec.Command("go", "build", "-o", certdriftBin, "github.com/certdrift/certdrift/cmd/certdrift")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build certdrift:", err)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cdbin.Main(m, &certdriftBin) }
 
 type finding struct {
 	Code    string `json:"code"`
@@ -94,25 +76,13 @@ func audit(t *testing.T, tb *testbed.Testbed, keys [][]byte, extra ...string) ru
 	defer cancel()
 	args := append([]string{"audit", "--kubeconfig", tb.KubeconfigPath, "--namespace", "plain-sds,static-tls",
 		"--grace", grace.String(), "-o", "json"}, extra...)
-	cmd := exec.CommandContext(ctx, certdriftBin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var r run
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("run certdrift: %v", err)
+	res, err := cdbin.Run(ctx, certdriftBin, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, args...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	r.out = "$ certdrift " + strings.Join(args, " ") + "\n--- stdout:\n" + stdout.String() + "--- stderr:\n" + stderr.String()
-	for _, k := range keys {
-		if strings.Contains(r.out, "PRIVATE KEY") || strings.Contains(r.out, strings.Split(string(k), "\n")[1]) {
-			t.Fatalf("certdrift printed private key material")
-		}
+	r := run{code: res.Code, out: "$ certdrift " + strings.Join(args, " ") + "\n" + res.Output()}
+	if cdbin.LeaksKey(r.out, keys) {
+		t.Fatalf("certdrift printed private key material")
 	}
 	// -o json with --reload is one document: the report's fields and a "reload" section.
 	var rep struct {
@@ -122,7 +92,7 @@ func audit(t *testing.T, tb *testbed.Testbed, keys [][]byte, extra ...string) ru
 			Results []result `json:"results"`
 		} `json:"reload"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil {
 		t.Fatalf("certdrift exit %d: output is not one JSON document: %v\n%s", r.code, err, r.out)
 	}
 	r.findings = rep.Findings
