@@ -413,6 +413,13 @@ func (x *exporter) runRound(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
+	// Changes already signalled are read by this round: without this, the initial list's
+	// events (10,000 Secret adds) queue a second full round right after the first, which then
+	// competes with the first scrapes for the CPU.
+	select {
+	case <-x.trigger:
+	default:
+	}
 	policy := x.policy()
 	var r exposition.Round
 	if x.kube != nil {
