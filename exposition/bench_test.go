@@ -155,3 +155,19 @@ func TestFleetHeap(t *testing.T) {
 	t.Logf("heap kept by the store for 10,000 Secrets and 500 pods: %.1f MiB", float64(after.HeapAlloc-before.HeapAlloc)/(1<<20))
 	runtime.KeepAlive(s)
 }
+
+// BenchmarkUpdateDesired is the cost of one Secret change between rounds at the scale:
+// copy the snapshot, splice its text, gzip it again.
+func BenchmarkUpdateDesired(b *testing.B) {
+	r := fleet(10000, 500)
+	s := NewStore(Options{Now: clock(t0)})
+	s.Record(r)
+	o := r.Inputs.Desired[42]
+	i := 0
+	for b.Loop() {
+		i++
+		upd := o
+		upd.Items = []files.Item{{Chain: []*x509.Certificate{cert(fmt.Sprintf("rotated-%d", i), int64(i))}}}
+		s.UpdateDesired([]DesiredUpdate{{Observation: upd}}, t0.Add(time.Duration(i)*time.Second))
+	}
+}

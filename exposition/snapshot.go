@@ -8,6 +8,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/files"
 )
 
 // snapshot is one round turned into series: built once per round, read by every scrape.
@@ -22,10 +23,15 @@ type snapshot struct {
 	bindings   map[string]int // by state
 	sourcesUp  []upSeries
 	envoysUp   []upSeries
+	// kubernetes is Round.Kubernetes: how desired series are labelled (UpdateDesired needs it).
+	kubernetes bool
 }
 
 type certSeries struct {
-	labels              []string // certLabels
+	labels []string // certLabels
+	// src is the desired source a desired-view series comes from (empty in the other views):
+	// UpdateDesired replaces a source's series by it.
+	src                 string
 	fingerprint, serial string
 	subject, issuer     string
 	notBefore, notAfter time.Time
@@ -60,7 +66,7 @@ func envoyIdentities(r Round) map[string]identity {
 // de-duplicated on their labels: Envoy's /certs lists one entry per live TLS context, and a
 // source may be bound through several paths.
 func buildSnapshot(r Round, shard Shard) *snapshot {
-	s := &snapshot{bindings: map[string]int{}}
+	s := &snapshot{bindings: map[string]int{}, kubernetes: r.Kubernetes}
 	for _, st := range []string{audit.StateConverged, audit.StateConverging, audit.StateStale, audit.StateUnknown} {
 		s.bindings[st] = 0
 	}
@@ -94,19 +100,8 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 		if !shard.Owns(sourceKey(o.Source.Name)) {
 			continue
 		}
-		ns := sourceNamespace(o.Source.Name, r.Kubernetes)
-		for _, it := range o.Items {
-			if len(it.Chain) == 0 {
-				continue
-			}
-			// In Kubernetes mode source already names the Secret (and a merged item after "#"),
-			// so the item's "namespace/name/key" path would repeat it on 20,000 series: the
-			// desired view there has no location. In local mode it is the file.
-			loc := ""
-			if !r.Kubernetes {
-				loc = cmpOr(it.CertPath, it.Name)
-			}
-			addCert([]string{"desired", ns, sourceLabel(o.Source.Name, it.Name), "", loc, ""}, fromCert(it.Chain[0]))
+		for _, c := range desiredSeries(o, r.Kubernetes) {
+			addCert(c.labels, c)
 		}
 	}
 	for _, ev := range r.Inputs.Envoys {
@@ -221,6 +216,29 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 		}
 	}
 	return s
+}
+
+// desiredSeries are the desired-view series of one source, in Round.Kubernetes labelling.
+func desiredSeries(o files.Observation, kubernetes bool) []certSeries {
+	ns := sourceNamespace(o.Source.Name, kubernetes)
+	var out []certSeries
+	for _, it := range o.Items {
+		if len(it.Chain) == 0 {
+			continue
+		}
+		// In Kubernetes mode source already names the Secret (and a merged item after "#"),
+		// so the item's "namespace/name/key" path would repeat it on 20,000 series: the
+		// desired view there has no location. In local mode it is the file.
+		loc := ""
+		if !kubernetes {
+			loc = cmpOr(it.CertPath, it.Name)
+		}
+		c := fromCert(it.Chain[0])
+		c.labels = []string{"desired", ns, sourceLabel(o.Source.Name, it.Name), "", loc, ""}
+		c.src = o.Source.Name
+		out = append(out, c)
+	}
+	return out
 }
 
 // sourceLabel names a desired certificate: the source, and the item of a merged source after a

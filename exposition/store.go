@@ -99,6 +99,14 @@ var (
 type Store struct {
 	opt Options
 
+	// wmu serializes the writers (Record, UpdateDesired): each builds and renders the next
+	// snapshot outside mu, then swaps it in with its text under mu, so a scrape never waits for
+	// a render and never sees a snapshot without its text.
+	wmu sync.Mutex
+	// overrides are desired-view updates applied between rounds, by source name: a round that
+	// started before one may have read the older Secret, so Record re-applies them.
+	overrides map[string]desiredOverride
+
 	mu   sync.Mutex
 	snap *snapshot
 	// Across rounds.
@@ -133,6 +141,7 @@ func NewStore(opt Options) *Store {
 		probeTLS:    newHistogram(ProbeBuckets),
 		probeErrors: map[[2]string]uint64{},
 		kubeErrors:  map[string]uint64{},
+		overrides:   map[string]desiredOverride{},
 	}
 	for _, r := range TLSReasons {
 		s.probeErrors[[2]string{KindTLS, r}] = 0
@@ -171,18 +180,12 @@ func (s *Store) KubernetesRequestError(code string) {
 	s.kubeErrors[code]++
 }
 
-// Record makes r the exposed round and advances the cross-round tracking.
+// Record makes r the exposed round and advances the cross-round tracking. The round's
+// certificate families and their text are rendered here, in the round's goroutine and before the
+// swap, so that no scrape pays for them and every scrape gets the last complete text.
 func (s *Store) Record(r Round) {
-	s.record(r)
-	// Render the certificate families and their text now, in the round's goroutine, so that no
-	// scrape pays for them.
-	s.certFamilies()
-	s.renderText()
-}
-
-func (s *Store) record(r Round) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	now := r.Finished
 	if now.IsZero() {
 		now = s.opt.Now()
@@ -190,9 +193,27 @@ func (s *Store) record(r Round) {
 	snap := buildSnapshot(r, s.opt.Shard)
 	snap.finished = now
 	snap.duration = now.Sub(r.Started).Seconds()
+	// Updates that arrived after the round began may be newer than what it read.
+	var late []DesiredUpdate
+	for name, o := range s.overrides {
+		if o.at.After(r.Started) {
+			late = append(late, o.upd)
+		} else {
+			delete(s.overrides, name)
+		}
+	}
+	if len(late) > 0 {
+		snap = snap.withDesired(late, s.opt.Shard)
+	}
+	mfs, text := renderCerts(snap)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.countProbes(r)
-	s.track(r, snap, now)
+	s.track(r, snap, now) // snap is not yet visible: track may still fill its drift series
 	s.snap = snap
+	s.certCache, s.certCacheFor = mfs, snap
+	s.text = text
 	s.lastRound = now
 	s.lastComplete = now
 	s.rounds++

@@ -107,18 +107,24 @@ func (s *Store) certFamilies() []*dto.MetricFamily {
 	if cachedFor == snap && cached != nil {
 		return cached
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(certificateCollector{s: s, snap: snap})
-	mfs, err := reg.Gather()
-	if err != nil {
-		// Const metrics from a snapshot cannot be inconsistent short of a programming error;
-		// expose what gathered rather than nothing.
-		mfs = nil
-	}
+	mfs := gatherCerts(snap)
 	s.mu.Lock()
 	if s.snap == snap {
 		s.certCache, s.certCacheFor = mfs, snap
 	}
 	s.mu.Unlock()
+	return mfs
+}
+
+// gatherCerts gathers the certificate families of one snapshot.
+func gatherCerts(snap *snapshot) []*dto.MetricFamily {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(certificateCollector{snap: snap})
+	mfs, err := reg.Gather()
+	if err != nil {
+		// Const metrics from a snapshot cannot be inconsistent short of a programming error;
+		// expose what gathered rather than nothing.
+		return nil
+	}
 	return mfs
 }

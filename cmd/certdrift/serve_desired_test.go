@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/certdrift/certdrift/audit"
+	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/test/certs"
+)
+
+// TestDesiredQueue feeds the queue inventory changes as the informer would and checks the store's
+// exposed text: an update shows the new leaf, a delete removes the Secret's series, ConfigMap
+// changes are ignored, and none of it waits for a round.
+func TestDesiredQueue(t *testing.T) {
+	ca := certs.NewCA(t)
+	oldLeaf, newLeaf := ca.Leaf(t), ca.Leaf(t)
+	summary := func(name string, l *certs.Leaf) *kube.SecretSummary {
+		return &kube.SecretSummary{Namespace: "ns", Name: name, Items: []kube.ItemSummary{{CertKey: "tls.crt",
+			Chain: []kube.Cert{{DER: l.Cert.Raw}}}}}
+	}
+	store := exposition.NewStore(exposition.Options{})
+	start := time.Now()
+	store.Record(exposition.Round{Kubernetes: true, Started: start, Finished: start.Add(time.Millisecond),
+		Inputs: desiredInputs(summary("a", oldLeaf), summary("b", oldLeaf))})
+
+	q := newDesiredQueue()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.run(ctx, store)
+	q.add(kube.Change{Op: kube.Updated, Kind: "ConfigMap", Namespace: "ns", Name: "bundle", ConfigMap: &kube.ConfigMapSummary{}})
+	q.add(kube.Change{Op: kube.Updated, Kind: "Secret", Namespace: "ns", Name: "a", Secret: summary("a", oldLeaf)})
+	q.add(kube.Change{Op: kube.Updated, Kind: "Secret", Namespace: "ns", Name: "a", Secret: summary("a", newLeaf)})
+	q.add(kube.Change{Op: kube.Deleted, Kind: "Secret", Namespace: "ns", Name: "b", Secret: summary("b", oldLeaf)})
+
+	want := map[string]string{"ns/a": pki.Fingerprint(newLeaf.Cert), "ns/b": ""}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := map[string]string{"ns/a": desiredFingerprintIn(store, "ns/a"), "ns/b": desiredFingerprintIn(store, "ns/b")}
+		if got["ns/a"] == want["ns/a"] && got["ns/b"] == want["ns/b"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("desired fingerprints %v, want %v", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func desiredInputs(ss ...*kube.SecretSummary) (in audit.Inputs) {
+	snap := kube.Snapshot{}
+	for _, s := range ss {
+		snap.Secrets = append(snap.Secrets, *s)
+	}
+	in.Desired = snap.Observations()
+	return in
+}
+
+// desiredFingerprintIn reads the store's exposition as a scrape would.
+func desiredFingerprintIn(store *exposition.Store, source string) string {
+	reg, err := store.Registry()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "certdrift_certificate_info" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["view"] == "desired" && l["source"] == source {
+				return l["fingerprint_sha256"]
+			}
+		}
+	}
+	return ""
+}
