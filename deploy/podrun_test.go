@@ -117,7 +117,8 @@ func TestPodRun(t *testing.T) {
 			"--wait", "--timeout", "90s"}, setArgs(append(slices.Clone(common), set...))...)
 		start := time.Now()
 		if out, err := helm(t, args...); err != nil {
-			t.Fatalf("%v\n%s\n%s", err, out, podLogs(ctx, tb))
+			state, _ := k("get", "deployments,replicasets,pods,events", "--namespace", releaseNS, "-o", "wide")
+			t.Fatalf("%v\n%s\n%s\n--- %s:\n%s", err, out, podLogs(ctx, tb), releaseNS, state)
 		}
 		pods := waitPods(ctx, t, tb, releaseNS, "app.kubernetes.io/name=certdrift", 1)
 		t.Logf("OBSERVED: helm %s %v: certdrift pod %s Ready %s after the start of helm", verb, set, pods[0].Name, time.Since(start).Round(100*time.Millisecond))
@@ -128,6 +129,15 @@ func TestPodRun(t *testing.T) {
 		if out, err := helm(t, "uninstall", release, "--namespace", releaseNS, "--kubeconfig", tb.KubeconfigPath, "--wait", "--timeout", "90s"); err != nil {
 			t.Errorf("%v\n%s", err, out)
 		}
+		// helm waits for the Deployment; its ReplicaSets and pods go by garbage collection.
+		// The next install reuses the names, so start it only when they are gone.
+		pollT(ctx, t, "the release's ReplicaSets and pods gone", func() error {
+			out, err := k("get", "replicasets,pods", "--namespace", releaseNS, "-l", "app.kubernetes.io/name=certdrift", "-o", "name")
+			if err != nil || strings.TrimSpace(string(out)) != "" {
+				return fmt.Errorf("still there: %s (%v)", strings.TrimSpace(string(out)), err)
+			}
+			return nil
+		})
 	}
 	t.Run("ClusterReadonly", func(t *testing.T) {
 		pod := install(t, "install")
