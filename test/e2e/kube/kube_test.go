@@ -24,8 +24,8 @@ import (
 
 	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
-	"github.com/certdrift/certdrift/test/envoytest"
 	"github.com/certdrift/certdrift/test/testbed"
+	"github.com/certdrift/certdrift/test/webtls"
 )
 
 const (
@@ -114,45 +114,6 @@ func pemBody(p []byte) string {
 	return lines[1]
 }
 
-func tlsSecret(ns string, leaf *certs.Leaf) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-tls", Namespace: ns},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey:       leaf.ChainPEM(),
-			corev1.TLSPrivateKeyKey: leaf.KeyPEM,
-			"ca.crt":                leaf.Issuer.Root().CertPEM,
-		},
-	}
-}
-
-// deploy applies a scenario as its README says: namespace, Secret, then the directory.
-func deploy(ctx context.Context, t *testing.T, tb *testbed.Testbed, ns string, leaf *certs.Leaf) []corev1.Pod {
-	t.Helper()
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "test", "scenarios", ns)
-	if out, err := tb.Kubectl(ctx, "apply", "-f", filepath.Join(dir, "00-namespace.yaml")); err != nil {
-		t.Fatalf("apply namespace %s: %v\n%s", ns, err, out)
-	}
-	if _, err := tb.Client.CoreV1().Secrets(ns).Create(ctx, tlsSecret(ns, leaf), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create Secret %s/web-tls: %v", ns, err)
-	}
-	if out, err := tb.Kubectl(ctx, "apply", "-f", dir); err != nil {
-		t.Fatalf("apply scenario %s: %v\n%s", ns, err, out)
-	}
-	pods, err := tb.WaitPodsReady(ctx, ns, "app=envoy")
-	if err != nil {
-		t.Fatalf("scenario %s: pods not ready: %v", ns, err)
-	}
-	if len(pods) != 2 {
-		t.Fatalf("scenario %s: %d pods ready, want 2", ns, len(pods))
-	}
-	return pods
-}
-
 // waitVolume waits until each pod's Secret volume holds want as tls.crt: the rotation reached
 // the pods, so what Envoy holds from then on is Envoy's doing.
 func waitVolume(ctx context.Context, t *testing.T, tb *testbed.Testbed, pods []corev1.Pod, want []byte) {
@@ -195,7 +156,7 @@ func TestKubeAudit(t *testing.T) {
 		v1[ns] = ca.Leaf(t, certs.WithCommonName(webHost), certs.WithDNSNames(webHost))
 		v2[ns] = ca.Leaf(t, certs.WithCommonName(webHost), certs.WithDNSNames(webHost))
 		keys = append(keys, v1[ns].KeyPEM, v2[ns].KeyPEM)
-		pods[ns] = deploy(ctx, t, tb, ns, v1[ns])
+		pods[ns] = webtls.Deploy(ctx, t, tb, ns, v1[ns])
 	}
 
 	code, r, out := audit(t, tb, keys)

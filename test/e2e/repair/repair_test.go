@@ -25,8 +25,8 @@ import (
 
 	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
-	"github.com/certdrift/certdrift/test/envoytest"
 	"github.com/certdrift/certdrift/test/testbed"
+	"github.com/certdrift/certdrift/test/webtls"
 )
 
 const (
@@ -105,35 +105,10 @@ func audit(t *testing.T, tb *testbed.Testbed, keys [][]byte, extra ...string) ru
 	return r
 }
 
-func tlsSecret(ns string, leaf *certs.Leaf) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-tls", Namespace: ns},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey: leaf.ChainPEM(), corev1.TLSPrivateKeyKey: leaf.KeyPEM, "ca.crt": leaf.Issuer.Root().CertPEM,
-		},
-	}
-}
-
+// deploy applies a web-tls scenario (test/webtls) serving leaf.
 func deploy(ctx context.Context, t *testing.T, tb *testbed.Testbed, ns string, leaf *certs.Leaf) {
 	t.Helper()
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "test", "scenarios", ns)
-	if out, err := tb.Kubectl(ctx, "apply", "-f", filepath.Join(dir, "00-namespace.yaml")); err != nil {
-		t.Fatalf("apply namespace %s: %v\n%s", ns, err, out)
-	}
-	if _, err := tb.Client.CoreV1().Secrets(ns).Create(ctx, tlsSecret(ns, leaf), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create Secret %s/web-tls: %v", ns, err)
-	}
-	if out, err := tb.Kubectl(ctx, "apply", "-f", dir); err != nil {
-		t.Fatalf("apply scenario %s: %v\n%s", ns, err, out)
-	}
-	if pods := ready(ctx, t, tb, ns); len(pods) != 2 {
-		t.Fatalf("scenario %s: %d pods ready, want 2", ns, len(pods))
-	}
+	webtls.Deploy(ctx, t, tb, ns, leaf)
 }
 
 func ready(ctx context.Context, t *testing.T, tb *testbed.Testbed, ns string) []corev1.Pod {

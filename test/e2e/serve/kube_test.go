@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -17,8 +16,8 @@ import (
 
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/test/certs"
-	"github.com/certdrift/certdrift/test/envoytest"
 	"github.com/certdrift/certdrift/test/testbed"
+	"github.com/certdrift/certdrift/test/webtls"
 )
 
 const webHost = "web.example.com"
@@ -27,43 +26,13 @@ const webHost = "web.example.com"
 // the directory) and waits for its two Envoy pods.
 func deployScenario(ctx context.Context, t *testing.T, tb *testbed.Testbed, ns string, leaf *certs.Leaf) []string {
 	t.Helper()
-	root, err := envoytest.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "test", "scenarios", ns)
-	if out, err := tb.Kubectl(ctx, "apply", "-f", filepath.Join(dir, "00-namespace.yaml")); err != nil {
-		t.Fatalf("apply namespace %s: %v\n%s", ns, err, out)
-	}
-	if _, err := tb.Client.CoreV1().Secrets(ns).Create(ctx, tlsSecret(ns, leaf), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create Secret %s/web-tls: %v", ns, err)
-	}
-	if out, err := tb.Kubectl(ctx, "apply", "-f", dir); err != nil {
-		t.Fatalf("apply scenario %s: %v\n%s", ns, err, out)
-	}
-	pods, err := tb.WaitPodsReady(ctx, ns, "app=envoy")
-	if err != nil {
-		t.Fatalf("scenario %s: pods not ready: %v", ns, err)
-	}
-	if len(pods) != 2 {
-		t.Fatalf("scenario %s: %d pods ready, want 2", ns, len(pods))
-	}
+	pods := webtls.Deploy(ctx, t, tb, ns, leaf)
 	var names []string
 	for _, p := range pods {
 		names = append(names, p.Name)
 	}
 	sort.Strings(names)
 	return names
-}
-
-func tlsSecret(ns string, leaf *certs.Leaf) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-tls", Namespace: ns},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey: leaf.ChainPEM(), corev1.TLSPrivateKeyKey: leaf.KeyPEM, "ca.crt": leaf.Issuer.Root().CertPEM,
-		},
-	}
 }
 
 // TestServeKubernetes runs the exporter on the testbed: the static-tls scenario's pods go stale
