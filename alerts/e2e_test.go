@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"github.com/certdrift/certdrift/test/atomicdir"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
+	"github.com/certdrift/certdrift/test/proc"
 )
 
 const e2eHost = "www.example.com"
@@ -64,7 +64,7 @@ func TestAlertsOnRealExposition(t *testing.T) {
 	sds := envoytest.Start(t, envoytest.Config{Bootstrap: envoytest.FileSDSBootstrap(envoytest.SDSRef{Name: "web_cert", Path: sdsFile, WatchedDir: secret})})
 	static := envoytest.Start(t, envoytest.Config{Bootstrap: envoytest.StaticTLSBootstrap(filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"))})
 	cfg := filepath.Join(dir, "certdrift.yaml")
-	writeFile(t, cfg, fmt.Sprintf(`desired:
+	proc.WriteFile(t, cfg, fmt.Sprintf(`desired:
   - name: web
     dir: %s
 envoys:
@@ -78,9 +78,9 @@ policy:
   grace: 2s
 `, secret, sds.AdminURL, sds.ListenerAddr(t, "https"), e2eHost, static.AdminURL, static.ListenerAddr(t, "https"), e2eHost))
 
-	certdriftAddr := freeAddr(t)
-	start(t, dir, "certdrift", bin, "serve", "--config", cfg, "--web.listen-address", certdriftAddr, "--interval", "1s")
-	waitHTTP(t, "http://"+certdriftAddr+"/-/ready", 60*time.Second)
+	certdriftAddr := proc.FreeAddr(t)
+	proc.Start(t, dir, "certdrift", bin, "serve", "--config", cfg, "--web.listen-address", certdriftAddr, "--interval", "1s")
+	proc.WaitHTTP(t, "http://"+certdriftAddr+"/-/ready", 60*time.Second)
 
 	// The shipped rules with every for: set to 0s.
 	var doc yaml.Node
@@ -92,8 +92,8 @@ policy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "rules.yaml"), string(rules))
-	writeFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`global:
+	proc.WriteFile(t, filepath.Join(dir, "rules.yaml"), string(rules))
+	proc.WriteFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files: [%s]
@@ -102,10 +102,10 @@ scrape_configs:
     honor_labels: true
     static_configs: [{targets: ["%s"]}]
 `, filepath.Join(dir, "rules.yaml"), certdriftAddr))
-	promAddr := freeAddr(t)
-	start(t, dir, "prometheus", promBin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+	promAddr := proc.FreeAddr(t)
+	proc.Start(t, dir, "prometheus", promBin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+promAddr)
-	waitHTTP(t, "http://"+promAddr+"/-/ready", 60*time.Second)
+	proc.WaitHTTP(t, "http://"+promAddr+"/-/ready", 60*time.Second)
 
 	// Before the rotation, both Envoys are converged: give Prometheus a few evaluations.
 	time.Sleep(5 * time.Second)
@@ -184,67 +184,6 @@ func zeroFor(n *yaml.Node) {
 	}
 	for _, c := range n.Content {
 		zeroFor(c)
-	}
-}
-
-func start(t *testing.T, dir, name, bin string, args ...string) {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("--- end of %s log ---\n%s", name, b)
-		}
-	})
-}
-
-func waitHTTP(t *testing.T, url string, timeout time.Duration) {
-	t.Helper()
-	c := http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %s (last: %v)", url, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func writeFile(t *testing.T, path, body string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"github.com/certdrift/certdrift/test/atomicdir"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
+	"github.com/certdrift/certdrift/test/proc"
 )
 
 // TB is the part of testing.TB the scenario uses; *testing.T and the command's runner have it.
@@ -101,9 +100,9 @@ func runScenario(ctx context.Context, tb TB, cfg scenarioConfig) lab {
 	}
 	sds := envoytest.Start(tb, envoytest.Config{Bootstrap: envoytest.FileSDSBootstrap(envoytest.SDSRef{Name: "web_cert", Path: sdsFile, WatchedDir: secret})})
 	static := envoytest.Start(tb, envoytest.Config{Bootstrap: envoytest.StaticTLSBootstrap(filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"))})
-	gone := freeAddr(tb)
+	gone := proc.FreeAddr(tb)
 	conf := filepath.Join(dir, "certdrift.yaml")
-	writeFile(tb, conf, fmt.Sprintf(`desired:
+	proc.WriteFile(tb, conf, fmt.Sprintf(`desired:
   - name: web
     dir: %s
 envoys:
@@ -120,11 +119,11 @@ policy:
   grace: 2s
 `, secret, sds.AdminURL, sds.ListenerAddr(tb, "https"), host, static.AdminURL, static.ListenerAddr(tb, "https"), host, gone, gone, host))
 
-	certdriftAddr := freeAddr(tb)
-	start(tb, dir, "certdrift", bin, "serve", "--config", conf, "--web.listen-address", certdriftAddr, "--interval", "1s")
-	waitHTTP(tb, "http://"+certdriftAddr+"/-/ready", 60*time.Second)
+	certdriftAddr := proc.FreeAddr(tb)
+	proc.Start(tb, dir, "certdrift", bin, "serve", "--config", conf, "--web.listen-address", certdriftAddr, "--interval", "1s")
+	proc.WaitHTTP(tb, "http://"+certdriftAddr+"/-/ready", 60*time.Second)
 
-	writeFile(tb, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`global:
+	proc.WriteFile(tb, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
 scrape_configs:
@@ -132,11 +131,11 @@ scrape_configs:
     honor_labels: true
     static_configs: [{targets: ["%s"]}]
 `, certdriftAddr))
-	promAddr := freeAddr(tb)
+	promAddr := proc.FreeAddr(tb)
 	begin := time.Now()
-	start(tb, dir, "prometheus", cfg.Prometheus, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+	proc.Start(tb, dir, "prometheus", cfg.Prometheus, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), "--web.listen-address="+promAddr)
-	waitHTTP(tb, "http://"+promAddr+"/-/ready", 60*time.Second)
+	proc.WaitHTTP(tb, "http://"+promAddr+"/-/ready", 60*time.Second)
 
 	sleep(ctx, tb, cfg.Before)
 	tb.Logf("rotating the Secret: edge-sds should converge, edge-static stay stale")
@@ -151,68 +150,5 @@ func sleep(ctx context.Context, tb TB, d time.Duration) {
 	case <-time.After(d):
 	case <-ctx.Done():
 		tb.Fatalf("interrupted: %v", ctx.Err())
-	}
-}
-
-// start runs a process for the scenario's lifetime; its output goes to a log file in dir,
-// whose tail is shown when the run fails.
-func start(tb TB, dir, name, bin string, args ...string) {
-	tb.Helper()
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		tb.Fatalf("create %s log: %v", name, err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start %s (%s): %v", name, bin, err)
-	}
-	tb.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logf.Close()
-		if tb.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			tb.Logf("--- end of %s log ---\n%s", name, b)
-		}
-	})
-}
-
-func waitHTTP(tb TB, url string, timeout time.Duration) {
-	tb.Helper()
-	c := http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s not ready within %s (last: %v)", url, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func freeAddr(tb TB) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("find a free loopback port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func writeFile(tb TB, path, body string) {
-	tb.Helper()
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		tb.Fatalf("write %s: %v", path, err)
 	}
 }
