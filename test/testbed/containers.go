@@ -278,7 +278,7 @@ func (c *container) runOnce(attempt int) (exitCode int32, reason, message string
 			return 0, "", "", fmt.Errorf("start %s: %w", path, err)
 		}
 	} else {
-		if err := cmd.Start(); err != nil {
+		if err := startChild(cmd); err != nil {
 			return 0, "", "", fmt.Errorf("start %s: %w", path, err)
 		}
 		ch := make(chan error, 1)

@@ -19,7 +19,8 @@ type bindMount struct{ source, target string }
 // the thread until the child exits: the thread's namespace is not the process's, so it must
 // never run other goroutines, and Pdeathsig (childAttrs) fires when the forking thread dies, so
 // the thread must outlive the child. Returning while locked makes the runtime discard the
-// thread. The host only ever gets the (empty) mount point directories.
+// thread, which is why every other child is forked on the spawner thread (startChild). The host
+// only ever gets the (empty) mount point directories.
 func startInMountNamespace(cmd *exec.Cmd, binds []bindMount) (<-chan error, error) {
 	started := make(chan error, 1)
 	exited := make(chan error, 1)

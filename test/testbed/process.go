@@ -41,7 +41,7 @@ func startProcess(name, bin string, args []string, logDir string) (*process, err
 	// (KUBECONFIG, ETCD_* variables, proxies).
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + logDir}
 	cmd.SysProcAttr = childAttrs()
-	if err := cmd.Start(); err != nil {
+	if err := startChild(cmd); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}

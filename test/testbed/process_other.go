@@ -2,6 +2,11 @@
 
 package testbed
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 func childAttrs() *syscall.SysProcAttr { return nil }
+
+func startChild(cmd *exec.Cmd) error { return cmd.Start() }
