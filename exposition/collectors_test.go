@@ -362,3 +362,39 @@ func TestGathererMatchesRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespaceLabelIsTheEnvoys: on certificate series namespace is the namespace of the Envoy
+// whose view it is, so desired series have none (the Secret's namespace leads source), while a
+// finding about a Secret still carries the Secret's namespace for routing.
+func TestNamespaceLabelIsTheEnvoys(t *testing.T) {
+	s := NewStore(Options{Now: clock(t0)})
+	s.Record(kubeRound(t0, true))
+	reg, err := s.Registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{} // family/view/source → namespace
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["source"] == "ns-b/tls-b" {
+				got[mf.GetName()+"/"+l["view"]] = l["namespace"]
+			}
+		}
+	}
+	want := map[string]string{
+		"certdrift_certificate_info/desired":                        "",
+		"certdrift_certificate_not_after_timestamp_seconds/desired": "",
+		"certdrift_finding/":                                        "ns-b",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("namespace per series of ns-b/tls-b (-want +got):\n%s", diff)
+	}
+}
