@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -84,9 +85,19 @@ func (a *anyJSON) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	url, err := peekType(b)
-	if err != nil {
-		return err
+	var t struct {
+		Type *string `json:"@type"`
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "" {
+			return badValue(te.Value, reflect.TypeFor[anyJSON]())
+		}
+		return err // "@type" not a string: its path is kept
+	}
+	url := ""
+	if t.Type != nil {
+		url = *t.Type
 	}
 	a.URL = url
 	newMsg, ok := anyTypes[typeName(url)]
@@ -94,7 +105,13 @@ func (a *anyJSON) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	m := newMsg()
-	if err := decodeJSON(b, m); err != nil {
+	if err := json.Unmarshal(b, m); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			// Returned as is: the enclosing decode prefixes the path to this Any.
+			te.Value += " (in " + previewN([]byte(typeName(url)), 120) + ")"
+			return te
+		}
 		return fmt.Errorf("%s: %w", previewN([]byte(url), 160), err)
 	}
 	a.Msg = m
@@ -149,7 +166,9 @@ func decodeJSON(raw []byte, v any) error {
 	return nil
 }
 
-// shapeErr rewrites encoding/json's errors, which name Go types, to say what was found where.
+// shapeErr rewrites encoding/json's errors, which name Go types, to say what was found where: the
+// path of proto field names (encoding/json builds it for *json.UnmarshalTypeError, which is why
+// the scalar types below and anyJSON return that type) and what the field holds.
 func shapeErr(err error) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
@@ -161,37 +180,51 @@ func shapeErr(err error) error {
 		if field == "" {
 			field = "(top level)"
 		}
-		return fmt.Errorf("unexpected JSON shape: %s where %s expected at %q", te.Value, jsonKind(te.Type.Kind().String()), field)
+		return fmt.Errorf("unexpected JSON shape: %s where %s expected at %q", te.Value, expected(te.Type), field)
 	}
 	return err
 }
 
-// jsonKind names a Go kind as the JSON value it decodes from.
-func jsonKind(k string) string {
-	switch k {
-	case "struct", "map", "ptr":
-		return "object"
-	case "slice", "array":
-		return "array"
-	case "bool":
-		return "bool"
-	case "string":
-		return "string"
+// expected says in JSON terms what a Go type decodes from.
+func expected(t reflect.Type) string {
+	switch t {
+	case nil:
+		return "a value"
+	case reflect.TypeFor[pbTime]():
+		return "an RFC 3339 timestamp string"
+	case reflect.TypeFor[pbUint]():
+		return "an unsigned integer"
+	case reflect.TypeFor[pbBytes]():
+		return "a base64 string"
+	case reflect.TypeFor[anyJSON]():
+		return "an object with @type"
 	}
-	return "number"
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return expected(t.Elem())
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Bool:
+		return "a bool"
+	case reflect.String:
+		return "a string"
+	case reflect.Interface:
+		return "a value"
+	}
+	return "a number"
 }
 
-// jsonErr makes a JSON syntax error say where it is, since admin bodies are large.
+// badValue is the error of the scalar types: a *json.UnmarshalTypeError so that encoding/json
+// adds the field path to it. what describes the value found without necessarily quoting it.
+func badValue(what string, t reflect.Type) error {
+	return &json.UnmarshalTypeError{Value: what, Type: t}
+}
+
+// jsonErr makes a JSON error of a whole body say where it is, since admin bodies are large.
 func jsonErr(what string, err error) error {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%s: invalid JSON at byte %d: %w", what, se.Offset, err)
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Errorf("%s: unexpected JSON shape (%s where %s expected at %q)", what, te.Value, te.Type, te.Field)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+	return fmt.Errorf("%s: %w", what, shapeErr(err))
 }
 
 // snakeKeys rewrites every lowerCamelCase object key of a valid JSON document in snake_case, so
@@ -272,11 +305,11 @@ func (t *pbTime) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("timestamp: want an RFC 3339 string, got %s", previewN(b, 40))
+		return badValue(jsonValue(b), reflect.TypeFor[pbTime]())
 	}
 	v, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil || v.Year() < 1 || v.Year() > 9999 {
-		return fmt.Errorf("timestamp: %q is not RFC 3339", previewN([]byte(s), 40))
+		return badValue(fmt.Sprintf("string %q", previewN([]byte(s), 40)), reflect.TypeFor[pbTime]())
 	}
 	t.Time = v.UTC()
 	return nil
@@ -293,7 +326,7 @@ func (u *pbUint) UnmarshalJSON(b []byte) error {
 	s := string(b)
 	if len(b) > 0 && b[0] == '"' {
 		if err := json.Unmarshal(b, &s); err != nil {
-			return fmt.Errorf("unsigned integer: %w", err)
+			return badValue(jsonValue(b), reflect.TypeFor[pbUint]())
 		}
 	}
 	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
@@ -302,7 +335,7 @@ func (u *pbUint) UnmarshalJSON(b []byte) error {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f < 0 || f != math.Trunc(f) || f >= 1<<64 {
-		return fmt.Errorf("unsigned integer: got %s", previewN(b, 40))
+		return badValue(jsonValue(b), reflect.TypeFor[pbUint]())
 	}
 	*u = pbUint(f)
 	return nil
@@ -317,7 +350,7 @@ func (p *pbBytes) UnmarshalJSON(b []byte) error {
 	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("bytes: want a base64 string, got %s", previewN(b, 40))
+		return badValue(jsonValue(b), reflect.TypeFor[pbBytes]())
 	}
 	enc := base64.StdEncoding
 	if strings.ContainsAny(s, "-_") {
@@ -329,8 +362,27 @@ func (p *pbBytes) UnmarshalJSON(b []byte) error {
 	v, err := enc.DecodeString(s)
 	if err != nil {
 		// Never echo the value: it may be key material Envoy failed to redact.
-		return fmt.Errorf("bytes: invalid base64 (%d characters): %w", len(s), err)
+		return badValue(fmt.Sprintf("string of %d characters (%v)", len(s), err), reflect.TypeFor[pbBytes]())
 	}
 	*p = v
 	return nil
+}
+
+// jsonValue describes a JSON value for an error: its kind, and for a number or a short string the
+// value itself (a bytes field uses its own description, never the value).
+func jsonValue(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	case '"':
+		return "string " + previewN(b, 42)
+	}
+	return "number " + previewN(b, 40)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-
 )
 
 func (d *configDump) staticListener(where string, raw json.RawMessage) {

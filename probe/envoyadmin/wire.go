@@ -140,7 +140,7 @@ type sdsSecretConfigJSON struct {
 		// The deprecated string form, still accepted by Envoy and found in old dumps.
 		Path             string `json:"path"`
 		PathConfigSource *struct {
-			Path             string               `json:"path"`
+			Path             string                `json:"path"`
 			WatchedDirectory *watchedDirectoryJSON `json:"watched_directory"`
 		} `json:"path_config_source"`
 	} `json:"sds_config"`
