@@ -4,19 +4,20 @@ package envoyadmin
 //
 // Envoy prints /certs and /config_dump as proto3 JSON. Decoding them with protojson into
 // go-control-plane's generated types is the obvious choice, and it is what this package did until
-// issue 4's memory budget (inventory peak RSS < 50 MB). Linking go-control-plane costs every
-// certdrift process, audit and serve alike, about 14 MB of RSS before it does anything: its ≈22
-// generated packages (plus cncf/xds and cel.dev/expr) register descriptors and run init and
-// validation code that fault in their text, rodata and pclntab pages. Measured: a binary that
-// blank-imports every external package certdrift's non-test code imports has 39.4 MB RSS; the same
-// list without go-control-plane and the direct google.golang.org/protobuf imports has 24.9 MB.
-// certdrift reads a few dozen fields of about fifteen messages, so it describes exactly those as
-// plain structs (wire.go) and decodes them as protojson would: proto field names or their
-// lowerCamelCase JSON names, unknown fields ignored, Any values inline with "@type" (v2 names read
-// as their v3 replacements, unknown types skipped), int64/uint64 as numbers or strings, bytes as
-// standard or URL-safe base64 with or without padding, timestamps in RFC 3339. Tests may still use
-// go-control-plane to build fixtures; TestBinaryDoesNotLinkGoControlPlane keeps it out of the
-// binary.
+// issue 4's memory budget (inventory peak RSS < 50 MB). go-control-plane's ≈22 generated packages
+// (plus cncf/xds and cel.dev/expr) register descriptors and run init and validation code that
+// fault in their text, rodata and pclntab pages in every certdrift process, audit and serve alike.
+// Measured: a binary that blank-imports every external package certdrift's non-test code imports
+// has 39.4 MB RSS; the same list without go-control-plane and the direct google.golang.org/protobuf
+// imports has 24.9 MB. In the whole binary, where client-go and client_golang keep the protobuf
+// runtime linked, dropping it took `certdrift version` from ≈ 42 to ≈ 38 MB RSS and the binary from
+// 87 to 73 MB (docs/benchmarks.md). certdrift reads a few dozen fields of about twenty messages, so
+// it describes exactly those as plain structs (wire.go) and decodes them as protojson would: proto
+// field names or their lowerCamelCase JSON names, unknown fields ignored, Any values inline with
+// "@type" (v2 names read as their v3 replacements, unknown types skipped), int64/uint64 as numbers
+// or strings, bytes as standard or URL-safe base64 with or without padding, timestamps in RFC 3339.
+// Tests may still use go-control-plane to build fixtures; TestBinaryDoesNotLinkGoControlPlane keeps
+// it out of the binary.
 
 import (
 	"encoding/base64"
