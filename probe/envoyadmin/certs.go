@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
-
-	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/certdrift/certdrift/pki"
 )
@@ -39,7 +35,8 @@ func ParseCerts(data []byte) ([]TLSContext, error) {
 		return nil, fmt.Errorf("parse /certs: unexpected JSON shape: no \"certificates\" field (has %s)", keys(top))
 	}
 	var entries []json.RawMessage
-	if err := json.Unmarshal(raw, &entries); err != nil {
+	// snakeKeys after the whole body was checked above, so syntax error offsets are the body's.
+	if err := json.Unmarshal(snakeKeys(raw), &entries); err != nil {
 		return nil, jsonErr("parse /certs: certificates", err)
 	}
 	var (
@@ -47,14 +44,14 @@ func ParseCerts(data []byte) ([]TLSContext, error) {
 		errs []error
 	)
 	for i, e := range entries {
-		var c adminv3.Certificate
-		if err := decodeProto(e, &c); err != nil {
+		var c certificateJSON
+		if err := decodeJSON(e, &c); err != nil {
 			errs = append(errs, fmt.Errorf("certificates[%d]: %w", i, err))
 			continue
 		}
 		ctx := TLSContext{
-			CA:    certDetails(c.GetCaCert()),
-			Chain: certDetails(c.GetCertChain()),
+			CA:    certDetails(c.CACert),
+			Chain: certDetails(c.CertChain),
 		}
 		out = append(out, ctx)
 	}
@@ -64,42 +61,34 @@ func ParseCerts(data []byte) ([]TLSContext, error) {
 	return out, nil
 }
 
-func certDetails(in []*adminv3.CertificateDetails) []CertDetail {
+func certDetails(in []certDetailsJSON) []CertDetail {
 	var out []CertDetail
 	for _, d := range in {
 		cd := CertDetail{
-			Path:                d.GetPath(),
-			SerialText:          d.GetSerialNumber(),
-			ValidFrom:           tsTime(d.GetValidFrom()),
-			Expiration:          tsTime(d.GetExpirationTime()),
-			DaysUntilExpiration: d.GetDaysUntilExpiration(),
+			Path:                d.Path,
+			SerialText:          d.SerialNumber,
+			ValidFrom:           d.ValidFrom.Time,
+			Expiration:          d.ExpirationTime.Time,
+			DaysUntilExpiration: uint64(d.DaysUntilExpiration),
 		}
 		// Envoy prints "0" for serials it could not format and hex of any case and length
 		// otherwise; a failure leaves Serial nil and the text kept for the report.
 		if n, err := pki.ParseSerial(cd.SerialText); err == nil {
 			cd.Serial = n
 		}
-		for _, san := range d.GetSubjectAltNames() {
-			switch n := san.GetName().(type) {
-			case *adminv3.SubjectAlternateName_Dns:
-				cd.DNSNames = append(cd.DNSNames, n.Dns)
-			case *adminv3.SubjectAlternateName_Uri:
-				cd.URIs = append(cd.URIs, n.Uri)
-			case *adminv3.SubjectAlternateName_IpAddress:
-				cd.IPAddresses = append(cd.IPAddresses, n.IpAddress)
+		for _, san := range d.SubjectAltNames {
+			switch {
+			case san.DNS != nil:
+				cd.DNSNames = append(cd.DNSNames, *san.DNS)
+			case san.URI != nil:
+				cd.URIs = append(cd.URIs, *san.URI)
+			case san.IPAddress != nil:
+				cd.IPAddresses = append(cd.IPAddresses, *san.IPAddress)
 			}
 		}
 		out = append(out, cd)
 	}
 	return out
-}
-
-// tsTime converts a timestamp, leaving the zero time for an absent one rather than 1970.
-func tsTime(ts *timestamppb.Timestamp) time.Time {
-	if ts == nil {
-		return time.Time{}
-	}
-	return ts.AsTime()
 }
 
 // preview is a short printable excerpt of a body for error messages. Admin bodies hold

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 )
 
 // configDump is what certdrift reads from one /config_dump body.
@@ -45,7 +43,7 @@ var ignoredDumps = map[string]bool{
 
 // ParseConfigDump decodes the body of GET /config_dump (plain, ?mask= or ?resource= form) and
 // returns its secrets and the downstream TLS contexts of its listeners. Entries that cannot be
-// read (extensions unknown to go-control-plane, malformed entries) are skipped, so the error is
+// read (extensions unknown to certdrift, malformed entries) are skipped, so the error is
 // non-nil only when the body as a whole is not a config dump; see ParseConfigDumpDetail for what
 // was skipped.
 func ParseConfigDump(data []byte) ([]Secret, []FilterChainTLS, error) {
@@ -75,6 +73,8 @@ func parseConfigDump(data []byte, dynamicState SecretState) (configDump, error) 
 		return d, jsonErr("parse /config_dump", err)
 	}
 	raw, ok := top["configs"]
+	// After the whole body was checked above, so syntax error offsets are the body's own.
+	raw = snakeKeys(raw)
 	if !ok {
 		if len(top) == 0 {
 			return d, nil // "{}": ?resource= with nothing of that kind
@@ -106,19 +106,19 @@ func (d *configDump) entry(where string, raw json.RawMessage, dynamicState Secre
 	case name == tListenersDump:
 		d.listenersDump(where, raw)
 	case name == tStaticSecret:
-		var s adminv3.SecretsConfigDump_StaticSecret
-		if err := decodeProto(raw, &s); err != nil {
+		var s staticSecretJSON
+		if err := decodeJSON(raw, &s); err != nil {
 			d.skip(where, url, err)
 			return
 		}
-		d.addSecret(where, SecretStatic, s.GetName(), "", tsTime(s.GetLastUpdated()), s.GetSecret())
+		d.addSecret(where, SecretStatic, s.Name, "", s.LastUpdated.Time, s.Secret)
 	case name == tDynamicSecret:
-		var s adminv3.SecretsConfigDump_DynamicSecret
-		if err := decodeProto(raw, &s); err != nil {
+		var s dynamicSecretJSON
+		if err := decodeJSON(raw, &s); err != nil {
 			d.skip(where, url, err)
 			return
 		}
-		d.addSecret(where, dynamicState, s.GetName(), s.GetVersionInfo(), tsTime(s.GetLastUpdated()), s.GetSecret())
+		d.addSecret(where, dynamicState, s.Name, s.VersionInfo, s.LastUpdated.Time, s.Secret)
 	case name == tStaticListener:
 		d.staticListener(where, raw)
 	case name == tDynamicListener:
@@ -146,12 +146,12 @@ func (d *configDump) secretsDump(where string, raw json.RawMessage) {
 	}
 	for i, e := range lists.Static {
 		w := fmt.Sprintf("%s.static_secrets[%d]", where, i)
-		var s adminv3.SecretsConfigDump_StaticSecret
-		if err := decodeProto(e, &s); err != nil {
+		var s staticSecretJSON
+		if err := decodeJSON(e, &s); err != nil {
 			d.skip(w, tStaticSecret, err)
 			continue
 		}
-		d.addSecret(w, SecretStatic, s.GetName(), "", tsTime(s.GetLastUpdated()), s.GetSecret())
+		d.addSecret(w, SecretStatic, s.Name, "", s.LastUpdated.Time, s.Secret)
 	}
 	for _, l := range []struct {
 		field   string
@@ -163,12 +163,12 @@ func (d *configDump) secretsDump(where string, raw json.RawMessage) {
 	} {
 		for i, e := range l.entries {
 			w := fmt.Sprintf("%s.%s[%d]", where, l.field, i)
-			var s adminv3.SecretsConfigDump_DynamicSecret
-			if err := decodeProto(e, &s); err != nil {
+			var s dynamicSecretJSON
+			if err := decodeJSON(e, &s); err != nil {
 				d.skip(w, tDynamicSecret, err)
 				continue
 			}
-			d.addSecret(w, l.state, s.GetName(), s.GetVersionInfo(), tsTime(s.GetLastUpdated()), s.GetSecret())
+			d.addSecret(w, l.state, s.Name, s.VersionInfo, s.LastUpdated.Time, s.Secret)
 		}
 	}
 }

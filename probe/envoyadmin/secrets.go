@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/protobuf/types/known/anypb"
-
 	"github.com/certdrift/certdrift/pki"
 )
 
@@ -19,59 +15,62 @@ const redacted = "[redacted]"
 
 // addSecret converts one secret entry. A warming secret that never arrived has no payload at all
 // ("uninitialized"): it is kept, because a stuck warming secret is itself a finding.
-func (d *configDump) addSecret(where string, state SecretState, name, version string, updated time.Time, payload *anypb.Any) {
+func (d *configDump) addSecret(where string, state SecretState, name, version string, updated time.Time, payload *anyJSON) {
 	s := Secret{Name: name, State: state, VersionInfo: version, LastUpdated: updated}
 	if payload != nil {
-		m, err := unpack(payload)
-		if err != nil {
-			d.skip(where, payload.GetTypeUrl(), err)
-		} else if sec, ok := m.(*tlsv3.Secret); ok {
+		if sec, ok := payload.Msg.(*secretJSON); ok {
 			fillSecret(&s, sec)
 		} else {
-			d.skip(where, payload.GetTypeUrl(), errors.New("not a tls.v3.Secret"))
+			d.skip(where, payload.URL, payload.unknown("tls.v3.Secret"))
 		}
 	}
 	d.Secrets = append(d.Secrets, s)
 }
 
-func fillSecret(s *Secret, sec *tlsv3.Secret) {
+func fillSecret(s *Secret, sec *secretJSON) {
 	if s.Name == "" {
-		s.Name = sec.GetName()
+		s.Name = sec.Name
 	}
-	if tc := sec.GetTlsCertificate(); tc != nil {
+	if tc := sec.TLSCertificate; tc != nil {
 		s.HasCertificate = true
-		chain := tc.GetCertificateChain()
-		s.CertFile = chain.GetFilename()
+		chain := tc.CertificateChain
+		if chain != nil {
+			s.CertFile = chain.Filename
+		}
 		if b, ok := inlineData(chain); ok {
 			s.Chain, s.ChainErr = parseInline(b, "certificate_chain")
 		}
-		s.KeyRedacted = isRedacted(tc.GetPrivateKey()) || isRedacted(tc.GetPkcs12())
+		s.KeyRedacted = isRedacted(tc.PrivateKey) || isRedacted(tc.Pkcs12)
 		// A key file name is kept only when Envoy printed it; recent Envoys redact the name too.
-		if f := tc.GetPrivateKey().GetFilename(); f != redacted {
-			s.KeyFile = f
+		if k := tc.PrivateKey; k != nil && k.Filename != redacted {
+			s.KeyFile = k.Filename
 		}
-		s.WatchedDir = tc.GetWatchedDirectory().GetPath()
-		if s.WatchedDir == "" {
-			s.WatchedDir = chain.GetWatchedDirectory().GetPath()
+		if tc.WatchedDirectory != nil {
+			s.WatchedDir = tc.WatchedDirectory.Path
+		}
+		if s.WatchedDir == "" && chain != nil && chain.WatchedDirectory != nil {
+			s.WatchedDir = chain.WatchedDirectory.Path
 		}
 	}
-	if vc := sec.GetValidationContext(); vc != nil {
+	if vc := sec.ValidationContext; vc != nil {
 		s.HasValidation = true
 		fillValidation(s, vc)
 	}
 }
 
-func fillValidation(s *Secret, vc *tlsv3.CertificateValidationContext) {
-	ca := vc.GetTrustedCa()
-	s.CAFile = ca.GetFilename()
+func fillValidation(s *Secret, vc *validationJSON) {
+	ca := vc.TrustedCA
+	if ca != nil {
+		s.CAFile = ca.Filename
+	}
 	var errs []error
 	if b, ok := inlineData(ca); ok {
 		var err error
 		s.ValidationCA, err = parseInline(b, "trusted_ca")
 		errs = append(errs, err)
 	}
-	if cv := vc.GetCustomValidatorConfig(); cv != nil {
-		bundles, err := spiffeBundles(cv)
+	if cv := vc.CustomValidatorConfig; cv != nil {
+		bundles, err := spiffeBundles(cv.Name, cv.TypedConfig)
 		s.SPIFFEBundles = bundles
 		errs = append(errs, err)
 	}
@@ -80,47 +79,48 @@ func fillValidation(s *Secret, vc *tlsv3.CertificateValidationContext) {
 
 // spiffeBundles reads the per-trust-domain bundles of Envoy's SPIFFE validator (SPIRE and Istio
 // multi-cluster setups put their roots there instead of in trusted_ca).
-func spiffeBundles(cv *corev3.TypedExtensionConfig) (map[string][]*x509.Certificate, error) {
-	m, err := unpack(cv.GetTypedConfig())
-	if err != nil {
-		return nil, fmt.Errorf("custom_validator_config %q: %w", cv.GetName(), err)
-	}
-	sp, ok := m.(*tlsv3.SPIFFECertValidatorConfig)
+func spiffeBundles(name string, cfg *anyJSON) (map[string][]*x509.Certificate, error) {
+	sp, ok := cfg.msg().(*spiffeJSON)
 	if !ok {
-		return nil, nil // another validator: nothing certdrift can read
+		if cfg != nil && (cfg.Msg != nil || knownUnread[typeName(cfg.URL)]) {
+			return nil, nil // another validator certdrift knows: nothing it can read
+		}
+		return nil, fmt.Errorf("custom_validator_config %q: %w", name, cfg.unknown("SPIFFECertValidatorConfig"))
 	}
 	out := map[string][]*x509.Certificate{}
 	var errs []error
-	for _, td := range sp.GetTrustDomains() {
-		b, ok := inlineData(td.GetTrustBundle())
+	for _, td := range sp.TrustDomains {
+		b, ok := inlineData(td.TrustBundle)
 		if !ok {
 			continue
 		}
-		certs, err := parseInline(b, "trust_domains["+td.GetName()+"]")
+		certs, err := parseInline(b, "trust_domains["+td.Name+"]")
 		if err != nil {
 			errs = append(errs, err)
 		}
-		out[td.GetName()] = append(out[td.GetName()], certs...)
+		out[td.Name] = append(out[td.Name], certs...)
 	}
 	return out, errors.Join(errs...)
 }
 
 // inlineData returns the bytes of an inline DataSource.
-func inlineData(ds *corev3.DataSource) ([]byte, bool) {
-	switch v := ds.GetSpecifier().(type) {
-	case *corev3.DataSource_InlineBytes:
-		return v.InlineBytes, true
-	case *corev3.DataSource_InlineString:
-		return []byte(v.InlineString), true
+func inlineData(ds *dataSourceJSON) ([]byte, bool) {
+	switch {
+	case ds == nil:
+		return nil, false
+	case ds.InlineBytes != nil:
+		return *ds.InlineBytes, true
+	case ds.InlineString != nil:
+		return []byte(*ds.InlineString), true
 	}
 	return nil, false
 }
 
-func isRedacted(ds *corev3.DataSource) bool {
+func isRedacted(ds *dataSourceJSON) bool {
 	if ds == nil {
 		return false
 	}
-	if ds.GetFilename() == redacted || ds.GetInlineString() == redacted {
+	if ds.Filename == redacted {
 		return true
 	}
 	b, _ := inlineData(ds)

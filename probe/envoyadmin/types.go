@@ -1,7 +1,8 @@
 // Package envoyadmin observes the loaded view: what an Envoy holds in memory, read from its admin
 // endpoint (/certs, /config_dump secrets and listeners, /stats). Responses are decoded with
-// go-control-plane's admin/v3 types through protojson, discarding unknown fields so that newer and
-// older Envoys both parse, with a size limit and a deadline on every request.
+// encoding/json into structs holding only the fields certdrift reads (wire.go; decode.go says why
+// not go-control-plane), ignoring unknown fields so that newer and older Envoys both parse, with a
+// size limit and a deadline on every request.
 //
 // Envoy quirks handled here (see DESIGN.md): /certs has no secret names or fingerprints, lists one
 // entry per live TLS context (duplicates and stale contexts appear), shows at most one CA and no
