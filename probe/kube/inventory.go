@@ -30,6 +30,7 @@ type Inventory struct {
 	client  kubernetes.Interface
 	parser  *parser
 	changes *changeTracker
+	strings *interner // namespaces, types, managers, issuers: see interner
 	log     *slog.Logger
 	sources []*source
 	stats   stats
@@ -81,11 +82,13 @@ func New(cfg *rest.Config, opts Options) (*Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube inventory: %w", err)
 	}
+	shared := newInterner(1 << 14)
 	inv := &Inventory{
 		opts:    opts,
 		client:  client,
-		parser:  &parser{limits: opts.Limits, maxItems: opts.MaxItemsPerSecret, bundles: newBundleCache(4096)},
-		changes: newChangeTracker(),
+		parser:  &parser{limits: opts.Limits, maxItems: opts.MaxItemsPerSecret, bundles: newBundleCache(4096), strings: shared},
+		changes: newChangeTracker(shared),
+		strings: shared,
 		log:     opts.Logger,
 	}
 	if err := inv.buildSources(); err != nil {

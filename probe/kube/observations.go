@@ -81,7 +81,12 @@ func item(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle]bundleX509) f
 		fi.Chain, fi.ChainErr = chain, firstErr(fi.ChainErr, err)
 	}
 	if it.Key != nil {
-		fi.Key = &pki.KeyInfo{Public: it.Key.Public, Algorithm: it.Key.Algorithm, Format: it.Key.Format}
+		pub := it.Key.Public
+		if it.Key.Matches && len(fi.Chain) > 0 {
+			// The summary keeps no key when it matched the leaf (KeySummary.Public).
+			pub = fi.Chain[0].PublicKey
+		}
+		fi.Key = &pki.KeyInfo{Public: pub, Algorithm: it.Key.Algorithm, Format: it.Key.Format}
 	}
 	if it.CA != nil {
 		bx := toX509(it.CA, bundles)

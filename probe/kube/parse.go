@@ -20,6 +20,7 @@ type parser struct {
 	limits   pki.Limits
 	maxItems int
 	bundles  *bundleCache
+	strings  *interner
 }
 
 // secretData is the part of a Secret the parser reads; keeping it apart from corev1.Secret keeps
@@ -111,7 +112,7 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 		if chain, err = pki.ParseCertificates(raw, p.limits); err != nil {
 			it.ChainErr = where(ref.cert, err)
 		} else {
-			it.Chain = summarizeCerts(chain)
+			it.Chain = summarizeCerts(chain, p.strings)
 		}
 	}
 	if ref.key != "" {
@@ -119,9 +120,12 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 		if err != nil {
 			it.KeyErr = where(ref.key, err)
 		} else {
-			it.Key = &KeySummary{Algorithm: k.Algorithm, Format: k.Format, Public: k.Public}
+			it.Key = &KeySummary{Algorithm: k.Algorithm, Format: k.Format}
 			if len(chain) > 0 {
 				it.Key.Matches = pki.KeyMatches(chain[0], k.Public)
+			}
+			if !it.Key.Matches {
+				it.Key.Public = k.Public
 			}
 		}
 	}
@@ -139,11 +143,15 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 	return it
 }
 
-func summarizeCerts(cs []*x509.Certificate) []Cert {
+// summarizeCerts summarizes a chain. Strings that repeat across Secrets (the issuer of leaves
+// from one CA, algorithm names) are shared through strings (nil: not shared).
+func summarizeCerts(cs []*x509.Certificate, strings *interner) []Cert {
 	out := make([]Cert, len(cs))
 	for i, c := range cs {
 		// A copy: for DER input c.Raw aliases the Secret value, which must not outlive the transform.
 		out[i] = Cert{Summary: pki.Summarize(c), DER: bytes.Clone(c.Raw)}
+		s := &out[i].Summary
+		s.Issuer, s.KeyAlgorithm, s.SignatureAlgo = strings.get(s.Issuer), strings.get(s.KeyAlgorithm), strings.get(s.SignatureAlgo)
 	}
 	return out
 }
@@ -199,7 +207,7 @@ func (c *bundleCache) parse(raw []byte, lim pki.Limits) (*Bundle, []*x509.Certif
 	parsed, err := pki.ParseCertificates(raw, lim)
 	cb = &cachedBundle{parsed: parsed, err: err}
 	if err == nil {
-		cb.b = &Bundle{Certs: summarizeCerts(parsed)}
+		cb.b = &Bundle{Certs: summarizeCerts(parsed, nil)}
 	}
 	c.mu.Lock()
 	if len(c.m) >= c.max {

@@ -28,17 +28,17 @@ func (inv *Inventory) transformSecret(obj any) (any, error) {
 	now := inv.opts.Now()
 	items, err := inv.parser.items(secretData{namespace: s.Namespace, name: s.Name, data: s.Data}, layouts, fixed, now)
 	sum := &SecretSummary{
-		Namespace:       s.Namespace,
+		Namespace:       inv.strings.get(s.Namespace),
 		Name:            s.Name,
 		UID:             s.UID,
-		Type:            string(s.Type),
+		Type:            inv.strings.get(string(s.Type)),
 		ResourceVersion: s.ResourceVersion,
 		CreatedAt:       s.CreationTimestamp.UTC(),
 		Items:           items,
 		Err:             err,
 	}
-	sum.ChangedAt, sum.ChangedBy, sum.ChangedHow = inv.changes.observe("secret", &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
-	return &secretEntry{ObjectMeta: entryMeta(&s.ObjectMeta), Summary: sum}, nil
+	sum.ChangedAt, sum.ChangedBy, sum.ChangedHow = inv.changes.observe(trackKey{sum.Namespace, sum.Name, "secret"}, &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
+	return &secretEntry{Summary: sum}, nil
 }
 
 // transformConfigMap is transformSecret's counterpart for ConfigMaps.
@@ -50,74 +50,92 @@ func (inv *Inventory) transformConfigMap(obj any) (any, error) {
 	inv.stats.countConfigMap()
 	now := inv.opts.Now()
 	sum := &ConfigMapSummary{
-		Namespace:       cm.Namespace,
+		Namespace:       inv.strings.get(cm.Namespace),
 		Name:            cm.Name,
 		UID:             cm.UID,
 		ResourceVersion: cm.ResourceVersion,
 		CreatedAt:       cm.CreationTimestamp.UTC(),
 		Bundles:         inv.parser.configMapBundles(cm.Namespace, cm.Name, cm.Data),
 	}
-	sum.ChangedAt, sum.ChangedBy, sum.ChangedHow = inv.changes.observe("configmap", &cm.ObjectMeta, configMapDigest(sum), now, "f:data", "f:binaryData")
-	return &configMapEntry{ObjectMeta: entryMeta(&cm.ObjectMeta), Summary: sum}, nil
+	sum.ChangedAt, sum.ChangedBy, sum.ChangedHow = inv.changes.observe(trackKey{sum.Namespace, sum.Name, "configmap"}, &cm.ObjectMeta, configMapDigest(sum), now, "f:data", "f:binaryData")
+	return &configMapEntry{Summary: sum}, nil
 }
 
 // changeTracker remembers, per object, the digest of what was parsed and when it last changed,
 // so that an update which leaves the certificates alone (a label, an annotation) keeps its
 // ChangedAt, and a data change without a usable managedFields stamp gets the time certdrift saw
 // it.
+//
+// It holds one entry per Secret for the life of the process, so its layout is kept small: a
+// key of the summary's own strings (no "kind/namespace/name" string built per object), a
+// truncated digest, writer stamps in whole seconds with interned manager names.
 type changeTracker struct {
-	mu sync.Mutex
-	m  map[string]changeState // "kind/namespace/name"
+	mu      sync.Mutex
+	m       map[trackKey]*changeState
+	strings *interner
+}
+
+type trackKey struct {
+	namespace, name string
+	kind            string // "secret" or "configmap": a constant, shared
 }
 
 type changeState struct {
 	uid     types.UID
-	digest  [32]byte
+	digest  digest
 	at      time.Time
 	by      string
 	how     ChangedHow
 	writers []writerStamp
 }
 
-func newChangeTracker() *changeTracker { return &changeTracker{m: map[string]changeState{}} }
+// digest is a truncated SHA-256 of what the inventory read from an object: 128 bits tell
+// "changed" from "unchanged" as well as 256 would, in half the memory.
+type digest [16]byte
 
-func (t *changeTracker) observe(kind string, m *metav1.ObjectMeta, digest [32]byte, now time.Time, fields ...string) (time.Time, string, ChangedHow) {
-	key := kind + "/" + m.Namespace + "/" + m.Name
-	writers := dataWriters(m.ManagedFields, fields...)
+func newChangeTracker(strings *interner) *changeTracker {
+	return &changeTracker{m: map[trackKey]*changeState{}, strings: strings}
+}
+
+// observe records the object's state under key (built from the summary's strings, so that the
+// tracker shares them) and returns when its data last changed, who changed it and how we know.
+func (t *changeTracker) observe(key trackKey, m *metav1.ObjectMeta, d digest, now time.Time, fields ...string) (time.Time, string, ChangedHow) {
+	writers := dataWriters(m.ManagedFields, t.strings, fields...)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	prev, known := t.m[key]
+	known = known && prev.uid == m.UID
 	var prevWriters []writerStamp
-	if known && prev.uid == m.UID {
+	if known {
 		prevWriters = prev.writers
 	}
 	w, mfOK := latestWriter(writers, prevWriters)
-	mgr, mfAt := w.manager, w.at
-	var st changeState
+	mgr, mfAt := w.manager, w.time()
+	st := &changeState{}
 	switch {
-	case known && prev.uid == m.UID && prev.digest == digest:
-		st = prev // nothing certdrift reads changed
-	case known && prev.uid == m.UID:
+	case known && prev.digest == d:
+		*st = *prev // nothing certdrift reads changed
+	case known:
 		// managedFields stamps have one-second resolution: a stamp that is not after the last
 		// change cannot be this change's, so the time it was seen is the better answer.
 		if mfOK && mfAt.After(prev.at) {
-			st = changeState{at: mfAt.UTC(), by: mgr, how: ChangedManagedFields}
+			*st = changeState{at: mfAt, by: mgr, how: ChangedManagedFields}
 		} else {
-			st = changeState{at: now.UTC(), by: mgr, how: ChangedObserved}
+			*st = changeState{at: now.UTC(), by: mgr, how: ChangedObserved}
 		}
 	case mfOK:
-		st = changeState{at: mfAt.UTC(), by: mgr, how: ChangedManagedFields}
+		*st = changeState{at: mfAt, by: mgr, how: ChangedManagedFields}
 	default:
-		st = changeState{at: m.CreationTimestamp.UTC(), how: ChangedCreated}
+		*st = changeState{at: m.CreationTimestamp.UTC(), how: ChangedCreated}
 	}
-	st.uid, st.digest, st.writers = m.UID, digest, writers
+	st.uid, st.digest, st.writers = m.UID, d, writers
 	t.m[key] = st
 	return st.at, st.by, st.how
 }
 
 // forget drops the state of a deleted object, unless the name already belongs to a new object.
 func (t *changeTracker) forget(kind, namespace, name string, uid types.UID) {
-	key := kind + "/" + namespace + "/" + name
+	key := trackKey{namespace: namespace, name: name, kind: kind}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if st, ok := t.m[key]; ok && st.uid == uid {
@@ -127,7 +145,7 @@ func (t *changeTracker) forget(kind, namespace, name string, uid types.UID) {
 
 // secretDigest hashes what the inventory reads from a Secret: item names, keys, fingerprints,
 // key facts and errors.
-func secretDigest(s *SecretSummary) [32]byte {
+func secretDigest(s *SecretSummary) digest {
 	h := sha256.New()
 	w := func(parts ...string) {
 		for _, p := range parts {
@@ -151,12 +169,13 @@ func secretDigest(s *SecretSummary) [32]byte {
 		}
 	}
 	w(errString(s.Err))
-	var out [32]byte
-	h.Sum(out[:0])
+	var sum [sha256.Size]byte
+	var out digest
+	copy(out[:], h.Sum(sum[:0]))
 	return out
 }
 
-func configMapDigest(c *ConfigMapSummary) [32]byte {
+func configMapDigest(c *ConfigMapSummary) digest {
 	h := sha256.New()
 	for _, b := range c.Bundles {
 		io.WriteString(h, b.Key+"\x00"+errString(b.Err)+"\x00")
@@ -166,8 +185,9 @@ func configMapDigest(c *ConfigMapSummary) [32]byte {
 			}
 		}
 	}
-	var out [32]byte
-	h.Sum(out[:0])
+	var sum [sha256.Size]byte
+	var out digest
+	copy(out[:], h.Sum(sum[:0]))
 	return out
 }
 
