@@ -3,7 +3,7 @@ package kube
 import "sync"
 
 // interner shares one copy of strings that repeat across thousands of objects: namespaces,
-// Secret types, field managers, certificate issuers. Each decoded object brings its own copy
+// Secret types, field managers. Each decoded object brings its own copy
 // of them, and at 10,000 Secrets those copies were about 1 MB of the inventory's heap
 // (docs/benchmarks.md). It is bounded: a cluster with more distinct values than max simply
 // stops sharing the new ones; it never grows without limit on hostile input.

@@ -30,7 +30,7 @@ type Inventory struct {
 	client  kubernetes.Interface
 	parser  *parser
 	changes *changeTracker
-	strings *interner // namespaces, types, managers, issuers: see interner
+	strings *interner // namespaces, types, field managers: see interner
 	log     *slog.Logger
 	sources []*source
 	stats   stats
@@ -86,7 +86,7 @@ func New(cfg *rest.Config, opts Options) (*Inventory, error) {
 	inv := &Inventory{
 		opts:    opts,
 		client:  client,
-		parser:  &parser{limits: opts.Limits, maxItems: opts.MaxItemsPerSecret, bundles: newBundleCache(4096), strings: shared},
+		parser:  &parser{limits: opts.Limits, maxItems: opts.MaxItemsPerSecret, bundles: newBundleCache(4096)},
 		changes: newChangeTracker(shared),
 		strings: shared,
 		log:     opts.Logger,

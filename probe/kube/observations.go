@@ -113,7 +113,7 @@ func parseDER(cs []Cert) ([]*x509.Certificate, error) {
 		// still not panic.
 		x, err := x509.ParseCertificate(c.DER)
 		if err != nil {
-			return nil, fmt.Errorf("certificate %d (%s): %w", i+1, c.FingerprintSHA256, err)
+			return nil, fmt.Errorf("certificate %d (%s): %w", i+1, c.Fingerprint(), err)
 		}
 		out = append(out, x)
 	}

@@ -20,7 +20,6 @@ type parser struct {
 	limits   pki.Limits
 	maxItems int
 	bundles  *bundleCache
-	strings  *interner
 }
 
 // secretData is the part of a Secret the parser reads; keeping it apart from corev1.Secret keeps
@@ -112,7 +111,7 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 		if chain, err = pki.ParseCertificates(raw, p.limits); err != nil {
 			it.ChainErr = where(ref.cert, err)
 		} else {
-			it.Chain = summarizeCerts(chain, p.strings)
+			it.Chain = summarizeCerts(chain)
 		}
 	}
 	if ref.key != "" {
@@ -143,15 +142,12 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 	return it
 }
 
-// summarizeCerts summarizes a chain. Strings that repeat across Secrets (the issuer of leaves
-// from one CA, algorithm names) are shared through strings (nil: not shared).
-func summarizeCerts(cs []*x509.Certificate, strings *interner) []Cert {
+// summarizeCerts keeps the DER of each certificate (see Cert).
+func summarizeCerts(cs []*x509.Certificate) []Cert {
 	out := make([]Cert, len(cs))
 	for i, c := range cs {
 		// A copy: for DER input c.Raw aliases the Secret value, which must not outlive the transform.
-		out[i] = Cert{Summary: pki.Summarize(c), DER: bytes.Clone(c.Raw)}
-		s := &out[i].Summary
-		s.Issuer, s.KeyAlgorithm, s.SignatureAlgo = strings.get(s.Issuer), strings.get(s.KeyAlgorithm), strings.get(s.SignatureAlgo)
+		out[i] = Cert{DER: bytes.Clone(c.Raw)}
 	}
 	return out
 }
@@ -207,7 +203,7 @@ func (c *bundleCache) parse(raw []byte, lim pki.Limits) (*Bundle, []*x509.Certif
 	parsed, err := pki.ParseCertificates(raw, lim)
 	cb = &cachedBundle{parsed: parsed, err: err}
 	if err == nil {
-		cb.b = &Bundle{Certs: summarizeCerts(parsed, nil)}
+		cb.b = &Bundle{Certs: summarizeCerts(parsed)}
 	}
 	c.mu.Lock()
 	if len(c.m) >= c.max {

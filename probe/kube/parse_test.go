@@ -27,7 +27,7 @@ func facts(items []ItemSummary) []itemFacts {
 	for _, it := range items {
 		f := itemFacts{Name: it.Name, CertKey: it.CertKey, KeyKey: it.KeyKey, CAKey: it.CAKey, ChainLen: len(it.Chain)}
 		if l := it.Leaf(); l != nil {
-			f.Leaf = l.FingerprintSHA256
+			f.Leaf = l.Fingerprint()
 		}
 		if it.Key != nil {
 			f.KeyMatches = &it.Key.Matches

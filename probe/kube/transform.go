@@ -143,7 +143,7 @@ func (t *changeTracker) forget(kind, namespace, name string, uid types.UID) {
 	}
 }
 
-// secretDigest hashes what the inventory reads from a Secret: item names, keys, fingerprints,
+// secretDigest hashes what the inventory reads from a Secret: item names, keys, certificates,
 // key facts and errors.
 func secretDigest(s *SecretSummary) digest {
 	h := sha256.New()
@@ -157,14 +157,17 @@ func secretDigest(s *SecretSummary) digest {
 		it := &s.Items[i]
 		w("item", it.Name, it.CertKey, it.KeyKey, it.CAKey, errString(it.ChainErr), errString(it.KeyErr), errString(it.CAErr))
 		for _, c := range it.Chain {
-			w(c.FingerprintSHA256)
+			h.Write(c.DER)
+			h.Write([]byte{0})
 		}
 		if it.Key != nil {
 			w("key", it.Key.Algorithm, it.Key.Format, boolString(it.Key.Matches))
 		}
 		if it.CA != nil {
 			for _, c := range it.CA.Certs {
-				w("ca", c.FingerprintSHA256)
+				w("ca")
+				h.Write(c.DER)
+				h.Write([]byte{0})
 			}
 		}
 	}
@@ -181,7 +184,8 @@ func configMapDigest(c *ConfigMapSummary) digest {
 		io.WriteString(h, b.Key+"\x00"+errString(b.Err)+"\x00")
 		if b.Bundle != nil {
 			for _, cert := range b.Bundle.Certs {
-				io.WriteString(h, cert.FingerprintSHA256+"\x00")
+				h.Write(cert.DER)
+				h.Write([]byte{0})
 			}
 		}
 	}
