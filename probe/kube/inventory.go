@@ -190,6 +190,10 @@ func (inv *Inventory) addSecretSource(ns, fieldSel, labelSel string) {
 			}
 			return objects(l.Items), l.ListMeta, nil
 		},
+		streamPage: func(ctx context.Context, o metav1.ListOptions, emit func(runtime.Object) error) (metav1.ListMeta, error) {
+			inv.stats.listRequests.Add(1)
+			return streamPage[corev1.Secret](ctx, inv.client.CoreV1().RESTClient(), "secrets", ns, o, emit)
+		},
 		watchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
 		transform: inv.transformSecret,
 	}
@@ -206,6 +210,10 @@ func (inv *Inventory) addConfigMapSource(ns, fieldSel, labelSel string) {
 				return nil, metav1.ListMeta{}, err
 			}
 			return objects(l.Items), l.ListMeta, nil
+		},
+		streamPage: func(ctx context.Context, o metav1.ListOptions, emit func(runtime.Object) error) (metav1.ListMeta, error) {
+			inv.stats.listRequests.Add(1)
+			return streamPage[corev1.ConfigMap](ctx, inv.client.CoreV1().RESTClient(), "configmaps", ns, o, emit)
 		},
 		watchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
 		transform: inv.transformConfigMap,
