@@ -1,11 +1,12 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,6 +231,7 @@ func (inv *Inventory) addSource(kind string, lw *pagedLW, example runtime.Object
 		}
 	}
 	lw.onPage = func(n int) { inv.stats.listedObjects.Add(int64(n)) }
+	lw.gcPercent = max(inv.opts.ListGCPercent, 0)
 	s.informer = cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{ObjectDescription: s.desc})
 	// Cannot fail before the informer runs.
 	_ = s.informer.SetTransform(transform)
@@ -241,6 +243,25 @@ func (inv *Inventory) addSource(kind string, lw *pagedLW, example runtime.Object
 
 // Run starts every informer and blocks until ctx ends. It may be called once.
 func (inv *Inventory) Run(ctx context.Context) error {
+	if inv.started.Load() {
+		return errors.New("kube inventory: Run called twice")
+	}
+	// The GC stays eager until the stores hold the initial lists, not only while they are
+	// listed: handing 10,000 entries to the informer (DeltaFIFO, indexer, notifications)
+	// allocates another ~10 MB right after the last page, when the live heap is largest.
+	restore := lowerGCForList(max(inv.opts.ListGCPercent, 0))
+	go func() {
+		defer restore()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for !inv.Synced() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	return runSources(ctx, &inv.started, inv.log, "kube inventory", inv.sources)
 }
 
@@ -347,8 +368,18 @@ type Snapshot struct {
 func (inv *Inventory) Snapshot() Snapshot {
 	snap := Snapshot{At: inv.opts.Now(), Synced: inv.Synced(), Errors: inv.Errors()}
 	seenCM := map[string]bool{}
-	for _, s := range inv.sources {
-		for _, obj := range s.informer.GetStore().List() {
+	lists := make([][]any, len(inv.sources))
+	n := 0
+	for i, s := range inv.sources {
+		lists[i] = s.informer.GetStore().List()
+		if s.kind == "Secret" {
+			n += len(lists[i])
+		}
+	}
+	// Sized once: growing a slice of 10,000 summaries by appending allocates as much again.
+	snap.Secrets = make([]SecretSummary, 0, n)
+	for _, list := range lists {
+		for _, obj := range list {
 			switch e := obj.(type) {
 			case *secretEntry:
 				if len(e.Summary.Items) > 0 || e.Summary.Err != nil {
@@ -363,7 +394,39 @@ func (inv *Inventory) Snapshot() Snapshot {
 			}
 		}
 	}
-	sort.Slice(snap.Secrets, func(i, j int) bool { return snap.Secrets[i].Key() < snap.Secrets[j].Key() })
-	sort.Slice(snap.ConfigMaps, func(i, j int) bool { return snap.ConfigMaps[i].Key() < snap.ConfigMaps[j].Key() })
+	// Building the "namespace/name" keys inside the comparison allocated ~7 MB of garbage per
+	// snapshot at 10,000 Secrets: compareKeys orders the same way without building them.
+	slices.SortFunc(snap.Secrets, func(a, b SecretSummary) int {
+		return compareKeys(a.Namespace, a.Name, b.Namespace, b.Name)
+	})
+	slices.SortFunc(snap.ConfigMaps, func(a, b ConfigMapSummary) int {
+		return compareKeys(a.Namespace, a.Name, b.Namespace, b.Name)
+	})
 	return snap
+}
+
+// compareKeys compares aNS+"/"+aName with bNS+"/"+bName, byte by byte as strings compare, without
+// building them. ("a-b/x" sorts before "a/x": not the same as comparing namespaces first.)
+func compareKeys(aNS, aName, bNS, bName string) int {
+	if aNS == bNS {
+		return strings.Compare(aName, bName)
+	}
+	la, lb := len(aNS)+1+len(aName), len(bNS)+1+len(bName)
+	for i := range min(la, lb) {
+		if ca, cb := keyByte(aNS, aName, i), keyByte(bNS, bName, i); ca != cb {
+			return cmp.Compare(ca, cb)
+		}
+	}
+	return cmp.Compare(la, lb)
+}
+
+// keyByte is byte i of ns+"/"+name.
+func keyByte(ns, name string, i int) byte {
+	switch {
+	case i < len(ns):
+		return ns[i]
+	case i == len(ns):
+		return '/'
+	}
+	return name[i-len(ns)-1]
 }

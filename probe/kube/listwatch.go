@@ -44,6 +44,8 @@ type pagedLW struct {
 	report func(verb string, err error)
 	// counted after each page, for Stats.
 	onPage func(n int)
+	// gcPercent is the GC percent while the list runs (see lowerGCForList); 0 leaves it alone.
+	gcPercent int
 }
 
 // maxListRestarts bounds how often a list restarts when its continue token expires (a list
@@ -51,7 +53,9 @@ type pagedLW struct {
 const maxListRestarts = 2
 
 func (lw *pagedLW) ListWithContext(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+	restore := lowerGCForList(lw.gcPercent)
 	out, err := lw.list(ctx)
+	restore()
 	lw.report("list", err)
 	return out, err
 }
