@@ -39,12 +39,12 @@ func (inv *Inventory) handler(s *source) cache.ResourceEventHandler {
 		case *secretEntry:
 			c.Namespace, c.Name, c.Secret = e.Summary.Namespace, e.Summary.Name, e.Summary
 			if op == Deleted {
-				inv.changes.forget("secret", e.Summary.Namespace, e.Summary.Name, e.Summary.UID)
+				inv.changes.forget(secretKind, e.Summary.Namespace, e.Summary.Name, e.Summary.UID)
 			}
 		case *configMapEntry:
 			c.Namespace, c.Name, c.ConfigMap = e.Summary.Namespace, e.Summary.Name, e.Summary
 			if op == Deleted {
-				inv.changes.forget("configmap", e.Summary.Namespace, e.Summary.Name, e.Summary.UID)
+				inv.changes.forget(configMapKind, e.Summary.Namespace, e.Summary.Name, e.Summary.UID)
 			}
 		default:
 			return

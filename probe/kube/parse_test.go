@@ -235,7 +235,9 @@ func TestChangeTracker(t *testing.T) {
 			tr := newChangeTracker(newInterner(16))
 			for i, s := range tc.steps {
 				m := &metav1.ObjectMeta{Namespace: "n", Name: "s", UID: typesUID(s.uid), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour)), ManagedFields: s.mf}
-				at, by, how := tr.observe(trackKey{m.Namespace, m.Name, "secret"}, m, digest{s.digest}, s.now, "f:data")
+				sum := &SecretSummary{Namespace: m.Namespace, Name: m.Name, UID: m.UID}
+				tr.observe(trackKey{m.Namespace, m.Name, secretKind}, sum, m, digest{s.digest}, s.now, "f:data")
+				at, by, how := sum.ChangedAt, sum.ChangedBy, sum.ChangedHow
 				if !at.Equal(s.wantAt) || by != s.wantBy || how != s.wantHow {
 					t.Errorf("%s\nstep %d: got (%v, %q, %s), want (%v, %q, %s)", tc.reason, i, at, by, how, s.wantAt, s.wantBy, s.wantHow)
 				}

@@ -37,7 +37,7 @@ func (inv *Inventory) transformSecret(obj any) (any, error) {
 		Items:           items,
 		Err:             err,
 	}
-	sum.ChangedAt, sum.ChangedBy, sum.ChangedHow = inv.changes.observe(trackKey{sum.Namespace, sum.Name, "secret"}, &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
+	inv.changes.observe(trackKey{sum.Namespace, sum.Name, secretKind}, sum, &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
 	return &secretEntry{Summary: sum}, nil
 }
 
@@ -57,7 +57,7 @@ func (inv *Inventory) transformConfigMap(obj any) (any, error) {
 		CreatedAt:       cm.CreationTimestamp.UTC(),
 		Bundles:         inv.parser.configMapBundles(cm.Namespace, cm.Name, cm.Data),
 	}
-	sum.ChangedAt, sum.ChangedBy, sum.ChangedHow = inv.changes.observe(trackKey{sum.Namespace, sum.Name, "configmap"}, &cm.ObjectMeta, configMapDigest(sum), now, "f:data", "f:binaryData")
+	inv.changes.observe(trackKey{sum.Namespace, sum.Name, configMapKind}, sum, &cm.ObjectMeta, configMapDigest(sum), now, "f:data", "f:binaryData")
 	return &configMapEntry{Summary: sum}, nil
 }
 
@@ -66,27 +66,46 @@ func (inv *Inventory) transformConfigMap(obj any) (any, error) {
 // ChangedAt, and a data change without a usable managedFields stamp gets the time certdrift saw
 // it.
 //
-// It holds one entry per Secret for the life of the process, so its layout is kept small: a
-// key of the summary's own strings (no "kind/namespace/name" string built per object), a
-// truncated digest, writer stamps in whole seconds with interned manager names.
+// It holds one entry per Secret for the life of the process, so its layout is kept small: the
+// key is made of the summary's own strings, the UID and the change time are read from the last
+// summary rather than copied, the digest is truncated, and writer stamps are whole seconds with
+// interned manager names.
 type changeTracker struct {
 	mu      sync.Mutex
-	m       map[trackKey]*changeState
+	m       map[trackKey]tracked
 	strings *interner
 }
 
 type trackKey struct {
 	namespace, name string
-	kind            string // "secret" or "configmap": a constant, shared
+	kind            objectKind
 }
 
-type changeState struct {
-	uid     types.UID
+type objectKind uint8
+
+const (
+	secretKind objectKind = iota + 1
+	configMapKind
+)
+
+// tracked is what the tracker keeps of the last version of an object it saw.
+type tracked struct {
+	last    changeRecord
 	digest  digest
-	at      time.Time
-	by      string
-	how     ChangedHow
 	writers []writerStamp
+}
+
+// changeRecord is a summary whose change fields the tracker reads and sets.
+type changeRecord interface {
+	changes() (uid types.UID, at *time.Time, by *string, how *ChangedHow)
+}
+
+func (s *SecretSummary) changes() (types.UID, *time.Time, *string, *ChangedHow) {
+	return s.UID, &s.ChangedAt, &s.ChangedBy, &s.ChangedHow
+}
+
+func (c *ConfigMapSummary) changes() (types.UID, *time.Time, *string, *ChangedHow) {
+	return c.UID, &c.ChangedAt, &c.ChangedBy, &c.ChangedHow
 }
 
 // digest is a truncated SHA-256 of what the inventory read from an object: 128 bits tell
@@ -94,52 +113,60 @@ type changeState struct {
 type digest [16]byte
 
 func newChangeTracker(strings *interner) *changeTracker {
-	return &changeTracker{m: map[trackKey]*changeState{}, strings: strings}
+	return &changeTracker{m: map[trackKey]tracked{}, strings: strings}
 }
 
-// observe records the object's state under key (built from the summary's strings, so that the
-// tracker shares them) and returns when its data last changed, who changed it and how we know.
-func (t *changeTracker) observe(key trackKey, m *metav1.ObjectMeta, d digest, now time.Time, fields ...string) (time.Time, string, ChangedHow) {
+// observe sets rec's ChangedAt, ChangedBy and ChangedHow (rec is the new summary of the object
+// m describes, whose key is built from rec's strings so that the tracker shares them) and
+// remembers rec as the object's last version.
+func (t *changeTracker) observe(key trackKey, rec changeRecord, m *metav1.ObjectMeta, d digest, now time.Time, fields ...string) {
 	writers := dataWriters(m.ManagedFields, t.strings, fields...)
+	uid, at, by, how := rec.changes()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	prev, known := t.m[key]
-	known = known && prev.uid == m.UID
+	var prevUID types.UID
+	var prevAt *time.Time
+	var prevBy *string
+	var prevHow *ChangedHow
+	if known {
+		prevUID, prevAt, prevBy, prevHow = prev.last.changes()
+	}
+	known = known && prevUID == uid
 	var prevWriters []writerStamp
 	if known {
 		prevWriters = prev.writers
 	}
 	w, mfOK := latestWriter(writers, prevWriters)
 	mgr, mfAt := w.manager, w.time()
-	st := &changeState{}
 	switch {
 	case known && prev.digest == d:
-		*st = *prev // nothing certdrift reads changed
+		*at, *by, *how = *prevAt, *prevBy, *prevHow // nothing certdrift reads changed
 	case known:
 		// managedFields stamps have one-second resolution: a stamp that is not after the last
 		// change cannot be this change's, so the time it was seen is the better answer.
-		if mfOK && mfAt.After(prev.at) {
-			*st = changeState{at: mfAt, by: mgr, how: ChangedManagedFields}
+		if mfOK && mfAt.After(*prevAt) {
+			*at, *by, *how = mfAt, mgr, ChangedManagedFields
 		} else {
-			*st = changeState{at: now.UTC(), by: mgr, how: ChangedObserved}
+			*at, *by, *how = now.UTC(), mgr, ChangedObserved
 		}
 	case mfOK:
-		*st = changeState{at: mfAt, by: mgr, how: ChangedManagedFields}
+		*at, *by, *how = mfAt, mgr, ChangedManagedFields
 	default:
-		*st = changeState{at: m.CreationTimestamp.UTC(), how: ChangedCreated}
+		*at, *by, *how = m.CreationTimestamp.UTC(), "", ChangedCreated
 	}
-	st.uid, st.digest, st.writers = m.UID, d, writers
-	t.m[key] = st
-	return st.at, st.by, st.how
+	t.m[key] = tracked{last: rec, digest: d, writers: writers}
 }
 
 // forget drops the state of a deleted object, unless the name already belongs to a new object.
-func (t *changeTracker) forget(kind, namespace, name string, uid types.UID) {
+func (t *changeTracker) forget(kind objectKind, namespace, name string, uid types.UID) {
 	key := trackKey{namespace: namespace, name: name, kind: kind}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if st, ok := t.m[key]; ok && st.uid == uid {
-		delete(t.m, key)
+	if st, ok := t.m[key]; ok {
+		if last, _, _, _ := st.last.changes(); last == uid {
+			delete(t.m, key)
+		}
 	}
 }
 
