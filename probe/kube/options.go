@@ -41,8 +41,8 @@ type Options struct {
 	// istio-ca-root-cert) or "namespace/name".
 	ConfigMapNames []string
 
-	// PageSize is the number of objects per page of the initial list. Default 1000 (about 4 MB
-	// of kubernetes.io/tls Secrets: one page alive at a time, half the round trips of 500).
+	// PageSize is the number of objects per page of the initial list. Default 1000 (half the
+	// round trips of 500; pages are decoded one object at a time, so their size costs no memory).
 	PageSize int64
 	// ListGCPercent is the Go GC percent (as GOGC) while an initial list runs, restored when it
 	// ends: the list sets the process's peak memory (see gcpace.go). Default 50; it never raises
