@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 )
 
 // Limits bound the work done on one input. The zero value means DefaultLimits.
@@ -171,13 +172,17 @@ func parseKeyDER(der []byte, pemType string) (KeyInfo, error) {
 		if err != nil {
 			continue
 		}
+		// The public half is copied out rather than pointed into: &k.PublicKey would keep the
+		// whole private key (D, RSA primes and precomputed values) reachable for as long as the
+		// caller keeps the KeyInfo, which for an inventory is the life of the process.
 		info := KeyInfo{Format: t.format}
 		switch k := k.(type) {
 		case *rsa.PrivateKey:
-			info.Public, info.Algorithm = &k.PublicKey, "RSA"
+			info.Public, info.Algorithm = &rsa.PublicKey{N: new(big.Int).Set(k.N), E: k.E}, "RSA"
 		case *ecdsa.PrivateKey:
-			info.Public, info.Algorithm = &k.PublicKey, "ECDSA"
+			info.Public, info.Algorithm = &ecdsa.PublicKey{Curve: k.Curve, X: new(big.Int).Set(k.X), Y: new(big.Int).Set(k.Y)}, "ECDSA"
 		case ed25519.PrivateKey:
+			// k.Public copies the 32 public bytes out of the 64-byte private key.
 			info.Public, info.Algorithm = k.Public(), "Ed25519"
 		default:
 			return KeyInfo{}, fmt.Errorf("unsupported private key type %T", k)

@@ -37,14 +37,14 @@ func (inv *Inventory) handler(s *source) cache.ResourceEventHandler {
 		c := Change{Op: op, Kind: s.kind}
 		switch e := obj.(type) {
 		case *secretEntry:
-			c.Namespace, c.Name, c.Secret = e.Namespace, e.Name, e.Summary
+			c.Namespace, c.Name, c.Secret = e.Summary.Namespace, e.Summary.Name, e.Summary
 			if op == Deleted {
-				inv.changes.forget("secret", e.Namespace, e.Name, e.UID)
+				inv.changes.forget(secretKind, e.Summary.Namespace, e.Summary.Name, e.Summary.UID)
 			}
 		case *configMapEntry:
-			c.Namespace, c.Name, c.ConfigMap = e.Namespace, e.Name, e.Summary
+			c.Namespace, c.Name, c.ConfigMap = e.Summary.Namespace, e.Summary.Name, e.Summary
 			if op == Deleted {
-				inv.changes.forget("configmap", e.Namespace, e.Name, e.UID)
+				inv.changes.forget(configMapKind, e.Summary.Namespace, e.Summary.Name, e.Summary.UID)
 			}
 		default:
 			return

@@ -9,11 +9,13 @@ import (
 )
 
 // writerStamp is one managedFields entry that owns data: who wrote it, how, and when the API
-// server last stamped the entry.
+// server last stamped the entry (Unix seconds: the stamps have one-second resolution).
 type writerStamp struct {
 	manager, operation string
-	at                 time.Time
+	at                 int64
 }
+
+func (w writerStamp) time() time.Time { return time.Unix(w.at, 0).UTC() }
 
 // dataWriters lists the managedFields entries that own any of the given top-level fields
 // ("f:data", "f:stringData", "f:binaryData").
@@ -23,14 +25,14 @@ type writerStamp struct {
 // (kubectl apply/edit) rewrites the data. The stamp also moves if the same manager changes a label
 // in the same request, which is rare for the writers of certificate Secrets and errs towards
 // "changed later", the safe side for a grace period.
-func dataWriters(mf []metav1.ManagedFieldsEntry, fields ...string) []writerStamp {
+func dataWriters(mf []metav1.ManagedFieldsEntry, strings *interner, fields ...string) []writerStamp {
 	var out []writerStamp
 	for i := range mf {
 		e := &mf[i]
 		if e.Time == nil || e.FieldsV1 == nil || len(e.FieldsV1.Raw) == 0 || !ownsAny(e.FieldsV1.Raw, fields) {
 			continue
 		}
-		out = append(out, writerStamp{manager: e.Manager, operation: string(e.Operation), at: e.Time.UTC()})
+		out = append(out, writerStamp{manager: strings.get(e.Manager), operation: strings.get(string(e.Operation)), at: e.Time.Unix()})
 	}
 	return out
 }
@@ -44,7 +46,7 @@ func latestWriter(cur, prev []writerStamp) (writerStamp, bool) {
 	found, bestFresh := false, false
 	for _, w := range cur {
 		fresh := !slices.Contains(prev, w)
-		if !found || (fresh && !bestFresh) || (fresh == bestFresh && w.at.After(best.at)) {
+		if !found || (fresh && !bestFresh) || (fresh == bestFresh && w.at > best.at) {
 			best, found, bestFresh = w, true, fresh
 		}
 	}

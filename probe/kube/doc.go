@@ -11,8 +11,9 @@
 //     small immutable summary (fingerprints, validity, issuer, SANs, key match, bundle contents,
 //     parse errors naming namespace/name/key); the informer stores hold those summaries, never
 //     Secret data, annotations or managedFields;
-//   - the initial list is paginated and each page is summarized before the next is fetched, so at
-//     most one page of Secret data is alive at a time (see listwatch.go for why not WatchList);
+//   - the initial list is paginated, and each page's response is decoded one object at a time and
+//     summarized as it arrives, so only the few Secrets being summarized are alive at once (see
+//     liststream.go, and listwatch.go for why not WatchList);
 //   - objects travel as protobuf.
 //
 // Inventory.Observations converts the summaries into files.Observation, the desired view the

@@ -104,7 +104,11 @@ func TestInventoryMatchesCertificates(t *testing.T) {
 			t.Fatalf("bundle %+v, want root-cert.pem parsed", b)
 		}
 		for _, c := range b.Bundle.Certs {
-			gotCAs = append(gotCAs, c.CommonName)
+			sum, err := c.Summary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotCAs = append(gotCAs, sum.CommonName)
 		}
 	}
 	if diff := cmp.Diff([]string{"Inventory Root B", "Inventory Root A"}, gotCAs); diff != "" {
@@ -140,7 +144,7 @@ func TestUpdateAndDeleteReflectedWithinASecond(t *testing.T) {
 	inv := startInventory(t, tb.Config, Options{Namespaces: []string{ns}, OnChange: func(c Change) { changes <- c }})
 	waitSynced(t, inv)
 	before := inv.Snapshot().Secrets
-	if len(before) != 1 || before[0].Items[0].Leaf().FingerprintSHA256 != pki.Fingerprint(first.Cert) {
+	if len(before) != 1 || before[0].Items[0].Leaf().Fingerprint() != pki.Fingerprint(first.Cert) {
 		t.Fatalf("initial snapshot %+v, want the first leaf", before)
 	}
 	expect := func(op ChangeOp, within time.Duration) Change {
@@ -167,7 +171,7 @@ func TestUpdateAndDeleteReflectedWithinASecond(t *testing.T) {
 	}
 	c := expect(Updated, time.Second)
 	t.Logf("update reflected after %v", time.Since(start))
-	if got := c.Secret.Items[0].Leaf().FingerprintSHA256; got != pki.Fingerprint(second.Cert) {
+	if got := c.Secret.Items[0].Leaf().Fingerprint(); got != pki.Fingerprint(second.Cert) {
 		t.Errorf("updated summary leaf %s, want the second leaf", got)
 	}
 	if !c.Secret.ChangedAt.After(before[0].ChangedAt) {
@@ -179,7 +183,7 @@ func TestUpdateAndDeleteReflectedWithinASecond(t *testing.T) {
 	if c.Secret.ChangedBy != "rotator" {
 		t.Errorf("ChangedBy %q, want the updating field manager %q", c.Secret.ChangedBy, "rotator")
 	}
-	if s := inv.Snapshot().Secrets; len(s) != 1 || s[0].Items[0].Leaf().FingerprintSHA256 != pki.Fingerprint(second.Cert) {
+	if s := inv.Snapshot().Secrets; len(s) != 1 || s[0].Items[0].Leaf().Fingerprint() != pki.Fingerprint(second.Cert) {
 		t.Errorf("snapshot taken after the hook does not show the update: %+v", s)
 	}
 

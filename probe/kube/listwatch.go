@@ -33,13 +33,19 @@ type pagedLW struct {
 	labels    string
 	pageSize  int64
 	listPage  func(ctx context.Context, opts metav1.ListOptions) (items []runtime.Object, meta metav1.ListMeta, err error)
-	watchFn   func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	// streamPage, when set, is used instead of listPage: it emits each object of a page as it
+	// is decoded (see liststream.go), and returns errNotProtobuf, before emitting anything, when
+	// the server answered in another format, in which case listPage is used.
+	streamPage func(ctx context.Context, opts metav1.ListOptions, emit func(runtime.Object) error) (metav1.ListMeta, error)
+	watchFn    func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	// transform summarizes one object of a page (the informer's transform).
 	transform func(any) (any, error)
 	// report records the outcome of every list and watch request (nil on success).
 	report func(verb string, err error)
 	// counted after each page, for Stats.
 	onPage func(n int)
+	// gcPercent is the GC percent while the list runs (see lowerGCForList); 0 leaves it alone.
+	gcPercent int
 }
 
 // maxListRestarts bounds how often a list restarts when its continue token expires (a list
@@ -47,7 +53,9 @@ type pagedLW struct {
 const maxListRestarts = 2
 
 func (lw *pagedLW) ListWithContext(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+	restore := lowerGCForList(lw.gcPercent)
 	out, err := lw.list(ctx)
+	restore()
 	lw.report("list", err)
 	return out, err
 }
@@ -61,7 +69,7 @@ func (lw *pagedLW) list(ctx context.Context) (runtime.Object, error) {
 			// ResourceVersion "" asks for a consistent, paginated read; "0" would let the
 			// server ignore Limit and send everything at once.
 			opts := metav1.ListOptions{FieldSelector: lw.fields, LabelSelector: lw.labels, Limit: lw.pageSize, Continue: cont}
-			items, meta, err := lw.listPage(ctx, opts)
+			summaries, meta, err := lw.page(ctx, opts)
 			if err != nil {
 				if cont != "" && apierrors.IsResourceExpired(err) && attempt < maxListRestarts {
 					expired = true
@@ -69,13 +77,9 @@ func (lw *pagedLW) list(ctx context.Context) (runtime.Object, error) {
 				}
 				return nil, lw.wrap("list", err)
 			}
-			summaries, err := transformPage(items, lw.transform)
-			if err != nil {
-				return nil, lw.wrap("list", err)
-			}
 			out.Items = append(out.Items, summaries...)
 			if lw.onPage != nil {
-				lw.onPage(len(items))
+				lw.onPage(len(summaries))
 			}
 			if cont == "" {
 				out.ResourceVersion = meta.ResourceVersion
@@ -88,6 +92,24 @@ func (lw *pagedLW) list(ctx context.Context) (runtime.Object, error) {
 			return out, nil
 		}
 	}
+}
+
+// page fetches and summarizes one page, streaming when it can.
+func (lw *pagedLW) page(ctx context.Context, opts metav1.ListOptions) ([]runtime.Object, metav1.ListMeta, error) {
+	if lw.streamPage != nil {
+		out, meta, err := transformStream(func(emit func(runtime.Object) error) (metav1.ListMeta, error) {
+			return lw.streamPage(ctx, opts, emit)
+		}, lw.transform)
+		if !errors.Is(err, errNotProtobuf) || lw.listPage == nil {
+			return out, meta, err
+		}
+	}
+	items, meta, err := lw.listPage(ctx, opts)
+	if err != nil {
+		return nil, meta, err
+	}
+	out, err := transformPage(items, lw.transform)
+	return out, meta, err
 }
 
 func (lw *pagedLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {

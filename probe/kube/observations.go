@@ -81,7 +81,12 @@ func item(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle]bundleX509) f
 		fi.Chain, fi.ChainErr = chain, firstErr(fi.ChainErr, err)
 	}
 	if it.Key != nil {
-		fi.Key = &pki.KeyInfo{Public: it.Key.Public, Algorithm: it.Key.Algorithm, Format: it.Key.Format}
+		pub := it.Key.Public
+		if it.Key.Matches && len(fi.Chain) > 0 {
+			// The summary keeps no key when it matched the leaf (KeySummary.Public).
+			pub = fi.Chain[0].PublicKey
+		}
+		fi.Key = &pki.KeyInfo{Public: pub, Algorithm: it.Key.Algorithm, Format: it.Key.Format}
 	}
 	if it.CA != nil {
 		bx := toX509(it.CA, bundles)
@@ -108,7 +113,7 @@ func parseDER(cs []Cert) ([]*x509.Certificate, error) {
 		// still not panic.
 		x, err := x509.ParseCertificate(c.DER)
 		if err != nil {
-			return nil, fmt.Errorf("certificate %d (%s): %w", i+1, c.FingerprintSHA256, err)
+			return nil, fmt.Errorf("certificate %d (%s): %w", i+1, c.Fingerprint(), err)
 		}
 		out = append(out, x)
 	}

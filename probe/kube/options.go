@@ -41,9 +41,13 @@ type Options struct {
 	// istio-ca-root-cert) or "namespace/name".
 	ConfigMapNames []string
 
-	// PageSize is the number of objects per page of the initial list. Default 1000 (about 4 MB
-	// of kubernetes.io/tls Secrets: one page alive at a time, half the round trips of 500).
+	// PageSize is the number of objects per page of the initial list. Default 1000 (half the
+	// round trips of 500; pages are decoded one object at a time, so their size costs no memory).
 	PageSize int64
+	// ListGCPercent is the Go GC percent (as GOGC) while an initial list runs, restored when it
+	// ends: the list sets the process's peak memory (see gcpace.go). Default 50; it never raises
+	// a lower setting or turns a disabled GC on; negative leaves the GC alone.
+	ListGCPercent int
 	// QPS and Burst bound the client's request rate. Defaults 50 and 100.
 	QPS   float32
 	Burst int
@@ -89,11 +93,12 @@ func (l Layout) validate() error {
 }
 
 const (
-	defaultPageSize     = 1000
-	defaultQPS          = 50
-	defaultBurst        = 100
-	defaultMaxItems     = 1000
-	protobufContentType = "application/vnd.kubernetes.protobuf"
+	defaultPageSize      = 1000
+	defaultListGCPercent = 50
+	defaultQPS           = 50
+	defaultBurst         = 100
+	defaultMaxItems      = 1000
+	protobufContentType  = "application/vnd.kubernetes.protobuf"
 )
 
 func (o Options) withDefaults() Options {
@@ -102,6 +107,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = defaultPageSize
+	}
+	if o.ListGCPercent == 0 {
+		o.ListGCPercent = defaultListGCPercent
 	}
 	if o.QPS <= 0 {
 		o.QPS = defaultQPS

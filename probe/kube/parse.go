@@ -119,9 +119,12 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 		if err != nil {
 			it.KeyErr = where(ref.key, err)
 		} else {
-			it.Key = &KeySummary{Algorithm: k.Algorithm, Format: k.Format, Public: k.Public}
+			it.Key = &KeySummary{Algorithm: k.Algorithm, Format: k.Format}
 			if len(chain) > 0 {
 				it.Key.Matches = pki.KeyMatches(chain[0], k.Public)
+			}
+			if !it.Key.Matches {
+				it.Key.Public = k.Public
 			}
 		}
 	}
@@ -139,11 +142,12 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 	return it
 }
 
+// summarizeCerts keeps the DER of each certificate (see Cert).
 func summarizeCerts(cs []*x509.Certificate) []Cert {
 	out := make([]Cert, len(cs))
 	for i, c := range cs {
 		// A copy: for DER input c.Raw aliases the Secret value, which must not outlive the transform.
-		out[i] = Cert{Summary: pki.Summarize(c), DER: bytes.Clone(c.Raw)}
+		out[i] = Cert{DER: bytes.Clone(c.Raw)}
 	}
 	return out
 }

@@ -27,7 +27,7 @@ func facts(items []ItemSummary) []itemFacts {
 	for _, it := range items {
 		f := itemFacts{Name: it.Name, CertKey: it.CertKey, KeyKey: it.KeyKey, CAKey: it.CAKey, ChainLen: len(it.Chain)}
 		if l := it.Leaf(); l != nil {
-			f.Leaf = l.FingerprintSHA256
+			f.Leaf = l.Fingerprint()
 		}
 		if it.Key != nil {
 			f.KeyMatches = &it.Key.Matches
@@ -232,10 +232,12 @@ func TestChangeTracker(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			tr := newChangeTracker()
+			tr := newChangeTracker(newInterner(16))
 			for i, s := range tc.steps {
 				m := &metav1.ObjectMeta{Namespace: "n", Name: "s", UID: typesUID(s.uid), CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour)), ManagedFields: s.mf}
-				at, by, how := tr.observe("secret", m, [32]byte{s.digest}, s.now, "f:data")
+				sum := &SecretSummary{Namespace: m.Namespace, Name: m.Name, UID: m.UID}
+				tr.observe(trackKey{m.Namespace, m.Name, secretKind}, sum, m, digest{s.digest}, s.now, "f:data")
+				at, by, how := sum.ChangedAt, sum.ChangedBy, sum.ChangedHow
 				if !at.Equal(s.wantAt) || by != s.wantBy || how != s.wantHow {
 					t.Errorf("%s\nstep %d: got (%v, %q, %s), want (%v, %q, %s)", tc.reason, i, at, by, how, s.wantAt, s.wantBy, s.wantHow)
 				}

@@ -48,19 +48,19 @@ func TestStoreHoldsNoSecretData(t *testing.T) {
 			if !ok {
 				t.Fatalf("store of %s holds a %T, want *secretEntry", s.desc, obj)
 			}
-			if len(e.Annotations) > 0 || len(e.ManagedFields) > 0 || len(e.Labels) > 0 {
-				t.Errorf("%s/%s: store keeps metadata it does not need: annotations %d, managedFields %d", e.Namespace, e.Name, len(e.Annotations), len(e.ManagedFields))
+			if len(e.GetAnnotations()) > 0 || len(e.GetManagedFields()) > 0 || len(e.GetLabels()) > 0 {
+				t.Errorf("%s/%s: store keeps metadata it does not need: annotations %d, managedFields %d", e.GetNamespace(), e.GetName(), len(e.GetAnnotations()), len(e.GetManagedFields()))
 			}
 			walkBytes(reflect.ValueOf(obj), "entry", map[uintptr]bool{}, func(path string, b []byte) {
 				for what, bad := range forbidden {
 					if len(bad) > 0 && bytes.Contains(b, bad) {
-						t.Errorf("%s/%s: %s holds the %s", e.Namespace, e.Name, path, what)
+						t.Errorf("%s/%s: %s holds the %s", e.GetNamespace(), e.GetName(), path, what)
 					}
 				}
 			})
 			// Strings too: a summary field must never carry PEM.
 			if s := fmt.Sprintf("%+v", e.Summary); bytes.Contains([]byte(s), []byte("PRIVATE KEY")) {
-				t.Errorf("%s/%s: summary text contains PRIVATE KEY", e.Namespace, e.Name)
+				t.Errorf("%s/%s: summary text contains PRIVATE KEY", e.GetNamespace(), e.GetName())
 			}
 		}
 	}

@@ -1,6 +1,11 @@
 package kube
 
 import (
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -72,10 +77,38 @@ func (it *ItemSummary) Leaf() *Cert {
 	return &it.Chain[0]
 }
 
-// Cert is one certificate: its summary, and its DER for rebuilding the x509 form on demand.
+// Cert is one certificate, kept as its DER only: Observations rebuild the x509 form from it for
+// the audit and the exposition, which derive everything else from that, so a parsed pki.Summary
+// kept beside it (fingerprints in hex, subject, issuer, SANs: ~500 bytes per Secret, a quarter of
+// the inventory's heap at 10,000 Secrets, docs/benchmarks.md) was a second copy nobody read.
+// Summary and Fingerprint derive them on demand.
 type Cert struct {
-	pki.Summary
 	DER []byte `json:"-"`
+}
+
+// Summary parses the certificate again and summarizes it. The DER was parsed when the Secret was
+// read, so an error here would mean the summary was built by hand.
+func (c Cert) Summary() (pki.Summary, error) {
+	x, err := x509.ParseCertificate(c.DER)
+	if err != nil {
+		return pki.Summary{}, fmt.Errorf("certificate %s: %w", c.Fingerprint(), err)
+	}
+	return pki.Summarize(x), nil
+}
+
+// Fingerprint is the hex SHA-256 of the DER, as pki.Fingerprint gives it.
+func (c Cert) Fingerprint() string {
+	sum := sha256.Sum256(c.DER)
+	return hex.EncodeToString(sum[:])
+}
+
+// MarshalJSON writes the certificate's summary, as when Cert embedded it.
+func (c Cert) MarshalJSON() ([]byte, error) {
+	s, err := c.Summary()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(s)
 }
 
 // KeySummary describes a private key without holding it.
@@ -84,7 +117,10 @@ type KeySummary struct {
 	Format    string `json:"format"`
 	// Matches is whether the key is the private half of the leaf's public key.
 	Matches bool `json:"matches"`
-	// Public is the key's public half, for the audit's own key check.
+	// Public is the key's public half, for the audit's own key check, kept only when it does not
+	// match the leaf (a standalone copy: nothing of the private key stays reachable). When it
+	// matches, the leaf's own public key says the same, and Observations hands the audit that
+	// one: keeping a parsed key per Secret was a third of the inventory's heap.
 	Public any `json:"-"`
 }
 

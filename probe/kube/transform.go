@@ -28,17 +28,17 @@ func (inv *Inventory) transformSecret(obj any) (any, error) {
 	now := inv.opts.Now()
 	items, err := inv.parser.items(secretData{namespace: s.Namespace, name: s.Name, data: s.Data}, layouts, fixed, now)
 	sum := &SecretSummary{
-		Namespace:       s.Namespace,
+		Namespace:       inv.strings.get(s.Namespace),
 		Name:            s.Name,
 		UID:             s.UID,
-		Type:            string(s.Type),
+		Type:            inv.strings.get(string(s.Type)),
 		ResourceVersion: s.ResourceVersion,
 		CreatedAt:       s.CreationTimestamp.UTC(),
 		Items:           items,
 		Err:             err,
 	}
-	sum.ChangedAt, sum.ChangedBy, sum.ChangedHow = inv.changes.observe("secret", &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
-	return &secretEntry{ObjectMeta: entryMeta(&s.ObjectMeta), Summary: sum}, nil
+	inv.changes.observe(trackKey{sum.Namespace, sum.Name, secretKind}, sum, &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
+	return &secretEntry{Summary: sum}, nil
 }
 
 // transformConfigMap is transformSecret's counterpart for ConfigMaps.
@@ -50,84 +50,129 @@ func (inv *Inventory) transformConfigMap(obj any) (any, error) {
 	inv.stats.countConfigMap()
 	now := inv.opts.Now()
 	sum := &ConfigMapSummary{
-		Namespace:       cm.Namespace,
+		Namespace:       inv.strings.get(cm.Namespace),
 		Name:            cm.Name,
 		UID:             cm.UID,
 		ResourceVersion: cm.ResourceVersion,
 		CreatedAt:       cm.CreationTimestamp.UTC(),
 		Bundles:         inv.parser.configMapBundles(cm.Namespace, cm.Name, cm.Data),
 	}
-	sum.ChangedAt, sum.ChangedBy, sum.ChangedHow = inv.changes.observe("configmap", &cm.ObjectMeta, configMapDigest(sum), now, "f:data", "f:binaryData")
-	return &configMapEntry{ObjectMeta: entryMeta(&cm.ObjectMeta), Summary: sum}, nil
+	inv.changes.observe(trackKey{sum.Namespace, sum.Name, configMapKind}, sum, &cm.ObjectMeta, configMapDigest(sum), now, "f:data", "f:binaryData")
+	return &configMapEntry{Summary: sum}, nil
 }
 
 // changeTracker remembers, per object, the digest of what was parsed and when it last changed,
 // so that an update which leaves the certificates alone (a label, an annotation) keeps its
 // ChangedAt, and a data change without a usable managedFields stamp gets the time certdrift saw
 // it.
+//
+// It holds one entry per Secret for the life of the process, so its layout is kept small: the
+// key is made of the summary's own strings, the UID and the change time are read from the last
+// summary rather than copied, the digest is truncated, and writer stamps are whole seconds with
+// interned manager names.
 type changeTracker struct {
-	mu sync.Mutex
-	m  map[string]changeState // "kind/namespace/name"
+	mu      sync.Mutex
+	m       map[trackKey]tracked
+	strings *interner
 }
 
-type changeState struct {
-	uid     types.UID
-	digest  [32]byte
-	at      time.Time
-	by      string
-	how     ChangedHow
+type trackKey struct {
+	namespace, name string
+	kind            objectKind
+}
+
+type objectKind uint8
+
+const (
+	secretKind objectKind = iota + 1
+	configMapKind
+)
+
+// tracked is what the tracker keeps of the last version of an object it saw.
+type tracked struct {
+	last    changeRecord
+	digest  digest
 	writers []writerStamp
 }
 
-func newChangeTracker() *changeTracker { return &changeTracker{m: map[string]changeState{}} }
+// changeRecord is a summary whose change fields the tracker reads and sets.
+type changeRecord interface {
+	changes() (uid types.UID, at *time.Time, by *string, how *ChangedHow)
+}
 
-func (t *changeTracker) observe(kind string, m *metav1.ObjectMeta, digest [32]byte, now time.Time, fields ...string) (time.Time, string, ChangedHow) {
-	key := kind + "/" + m.Namespace + "/" + m.Name
-	writers := dataWriters(m.ManagedFields, fields...)
+func (s *SecretSummary) changes() (types.UID, *time.Time, *string, *ChangedHow) {
+	return s.UID, &s.ChangedAt, &s.ChangedBy, &s.ChangedHow
+}
+
+func (c *ConfigMapSummary) changes() (types.UID, *time.Time, *string, *ChangedHow) {
+	return c.UID, &c.ChangedAt, &c.ChangedBy, &c.ChangedHow
+}
+
+// digest is a truncated SHA-256 of what the inventory read from an object: 128 bits tell
+// "changed" from "unchanged" as well as 256 would, in half the memory.
+type digest [16]byte
+
+func newChangeTracker(strings *interner) *changeTracker {
+	return &changeTracker{m: map[trackKey]tracked{}, strings: strings}
+}
+
+// observe sets rec's ChangedAt, ChangedBy and ChangedHow (rec is the new summary of the object
+// m describes, whose key is built from rec's strings so that the tracker shares them) and
+// remembers rec as the object's last version.
+func (t *changeTracker) observe(key trackKey, rec changeRecord, m *metav1.ObjectMeta, d digest, now time.Time, fields ...string) {
+	writers := dataWriters(m.ManagedFields, t.strings, fields...)
+	uid, at, by, how := rec.changes()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	prev, known := t.m[key]
+	var prevUID types.UID
+	var prevAt *time.Time
+	var prevBy *string
+	var prevHow *ChangedHow
+	if known {
+		prevUID, prevAt, prevBy, prevHow = prev.last.changes()
+	}
+	known = known && prevUID == uid
 	var prevWriters []writerStamp
-	if known && prev.uid == m.UID {
+	if known {
 		prevWriters = prev.writers
 	}
 	w, mfOK := latestWriter(writers, prevWriters)
-	mgr, mfAt := w.manager, w.at
-	var st changeState
+	mgr, mfAt := w.manager, w.time()
 	switch {
-	case known && prev.uid == m.UID && prev.digest == digest:
-		st = prev // nothing certdrift reads changed
-	case known && prev.uid == m.UID:
+	case known && prev.digest == d:
+		*at, *by, *how = *prevAt, *prevBy, *prevHow // nothing certdrift reads changed
+	case known:
 		// managedFields stamps have one-second resolution: a stamp that is not after the last
 		// change cannot be this change's, so the time it was seen is the better answer.
-		if mfOK && mfAt.After(prev.at) {
-			st = changeState{at: mfAt.UTC(), by: mgr, how: ChangedManagedFields}
+		if mfOK && mfAt.After(*prevAt) {
+			*at, *by, *how = mfAt, mgr, ChangedManagedFields
 		} else {
-			st = changeState{at: now.UTC(), by: mgr, how: ChangedObserved}
+			*at, *by, *how = now.UTC(), mgr, ChangedObserved
 		}
 	case mfOK:
-		st = changeState{at: mfAt.UTC(), by: mgr, how: ChangedManagedFields}
+		*at, *by, *how = mfAt, mgr, ChangedManagedFields
 	default:
-		st = changeState{at: m.CreationTimestamp.UTC(), how: ChangedCreated}
+		*at, *by, *how = m.CreationTimestamp.UTC(), "", ChangedCreated
 	}
-	st.uid, st.digest, st.writers = m.UID, digest, writers
-	t.m[key] = st
-	return st.at, st.by, st.how
+	t.m[key] = tracked{last: rec, digest: d, writers: writers}
 }
 
 // forget drops the state of a deleted object, unless the name already belongs to a new object.
-func (t *changeTracker) forget(kind, namespace, name string, uid types.UID) {
-	key := kind + "/" + namespace + "/" + name
+func (t *changeTracker) forget(kind objectKind, namespace, name string, uid types.UID) {
+	key := trackKey{namespace: namespace, name: name, kind: kind}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if st, ok := t.m[key]; ok && st.uid == uid {
-		delete(t.m, key)
+	if st, ok := t.m[key]; ok {
+		if last, _, _, _ := st.last.changes(); last == uid {
+			delete(t.m, key)
+		}
 	}
 }
 
-// secretDigest hashes what the inventory reads from a Secret: item names, keys, fingerprints,
+// secretDigest hashes what the inventory reads from a Secret: item names, keys, certificates,
 // key facts and errors.
-func secretDigest(s *SecretSummary) [32]byte {
+func secretDigest(s *SecretSummary) digest {
 	h := sha256.New()
 	w := func(parts ...string) {
 		for _, p := range parts {
@@ -139,35 +184,41 @@ func secretDigest(s *SecretSummary) [32]byte {
 		it := &s.Items[i]
 		w("item", it.Name, it.CertKey, it.KeyKey, it.CAKey, errString(it.ChainErr), errString(it.KeyErr), errString(it.CAErr))
 		for _, c := range it.Chain {
-			w(c.FingerprintSHA256)
+			h.Write(c.DER)
+			h.Write([]byte{0})
 		}
 		if it.Key != nil {
 			w("key", it.Key.Algorithm, it.Key.Format, boolString(it.Key.Matches))
 		}
 		if it.CA != nil {
 			for _, c := range it.CA.Certs {
-				w("ca", c.FingerprintSHA256)
+				w("ca")
+				h.Write(c.DER)
+				h.Write([]byte{0})
 			}
 		}
 	}
 	w(errString(s.Err))
-	var out [32]byte
-	h.Sum(out[:0])
+	var sum [sha256.Size]byte
+	var out digest
+	copy(out[:], h.Sum(sum[:0]))
 	return out
 }
 
-func configMapDigest(c *ConfigMapSummary) [32]byte {
+func configMapDigest(c *ConfigMapSummary) digest {
 	h := sha256.New()
 	for _, b := range c.Bundles {
 		io.WriteString(h, b.Key+"\x00"+errString(b.Err)+"\x00")
 		if b.Bundle != nil {
 			for _, cert := range b.Bundle.Certs {
-				io.WriteString(h, cert.FingerprintSHA256+"\x00")
+				h.Write(cert.DER)
+				h.Write([]byte{0})
 			}
 		}
 	}
-	var out [32]byte
-	h.Sum(out[:0])
+	var sum [sha256.Size]byte
+	var out digest
+	copy(out[:], h.Sum(sum[:0]))
 	return out
 }
 
