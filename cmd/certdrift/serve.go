@@ -474,9 +474,13 @@ func (x *exporter) startKube(ctx context.Context) error {
 		return err
 	}
 	// A Secret change goes to the desired view at once (issue 5: within a second; a round at
-	// 10,000 Secrets takes seconds) and asks for an early round for the findings. Until the
-	// first round the inventory's initial list would only be converted twice: it reads it all.
+	// 10,000 Secrets takes seconds) and asks for an early round for the findings. The initial
+	// list is neither: the first round reads it all, and its adds, delivered after the sync,
+	// would otherwise queue a second full round over the first scrapes.
 	opts.OnDesiredChange = func(ch kube.Change) {
+		if ch.Initial {
+			return
+		}
 		if x.store.Ready() {
 			x.desired.add(ch)
 		}

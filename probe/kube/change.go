@@ -27,14 +27,19 @@ type Change struct {
 	Name      string
 	Secret    *SecretSummary
 	ConfigMap *ConfigMapSummary
+	// Initial marks an Added that belongs to the informer's first list. Those arrive on the
+	// handler goroutine after WaitSynced returned (client-go delivers notifications
+	// asynchronously), so a consumer that already reads the whole inventory once it is synced
+	// can ignore them instead of treating 10,000 of them as fresh changes.
+	Initial bool
 }
 
 func (inv *Inventory) handler(s *source) cache.ResourceEventHandler {
-	notify := func(op ChangeOp, obj any) {
+	notify := func(op ChangeOp, obj any, initial bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		c := Change{Op: op, Kind: s.kind}
+		c := Change{Op: op, Kind: s.kind, Initial: initial}
 		switch e := obj.(type) {
 		case *secretEntry:
 			c.Namespace, c.Name, c.Secret = e.Summary.Namespace, e.Summary.Name, e.Summary
@@ -54,15 +59,15 @@ func (inv *Inventory) handler(s *source) cache.ResourceEventHandler {
 			inv.opts.OnChange(c)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { notify(Added, obj) },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) { notify(Added, obj, isInInitialList) },
 		UpdateFunc: func(oldObj, newObj any) {
 			if sameVersion(oldObj, newObj) {
 				return
 			}
-			notify(Updated, newObj)
+			notify(Updated, newObj, false)
 		},
-		DeleteFunc: func(obj any) { notify(Deleted, obj) },
+		DeleteFunc: func(obj any) { notify(Deleted, obj, false) },
 	}
 }
 

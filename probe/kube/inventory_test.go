@@ -161,7 +161,9 @@ func TestUpdateAndDeleteReflectedWithinASecond(t *testing.T) {
 			}
 		}
 	}
-	expect(Added, time.Second)
+	if c := expect(Added, time.Second); !c.Initial {
+		t.Error("the initial list's Added is not marked Initial")
+	}
 
 	upd := created.DeepCopy()
 	upd.Data = map[string][]byte{"tls.crt": second.CertPEM, "tls.key": second.KeyPEM, "ca.crt": root.CertPEM}
@@ -206,6 +208,12 @@ func TestUpdateAndDeleteReflectedWithinASecond(t *testing.T) {
 	expect(Deleted, time.Second)
 	if s := inv.Snapshot().Secrets; len(s) != 0 {
 		t.Errorf("deleted Secret still in snapshot: %+v", s)
+	}
+
+	// A Secret created after the sync is a change like any other.
+	createSecret(t, admin, tlsSecret(ns, "rotating", first.CertPEM, first.KeyPEM, root.CertPEM))
+	if c := expect(Added, time.Second); c.Initial {
+		t.Error("an Added after the sync is marked Initial")
 	}
 }
 
