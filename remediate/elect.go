@@ -176,29 +176,32 @@ func expired(l *coordv1.Lease, now time.Time, def time.Duration) bool {
 }
 
 // acquire tries to take the Lease every RetryPeriod (with jitter, so candidates started together
-// do not keep colliding) until it holds it or ctx ends.
-func (e *elector) acquire(ctx context.Context, retry, requestTimeout time.Duration) bool {
+// do not keep colliding) until it holds it or ctx ends. It returns when the winning request was
+// sent: the renew time it wrote, from which the leadership's deadline counts.
+func (e *elector) acquire(ctx context.Context, retry, requestTimeout time.Duration) (time.Time, bool) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		ok, err := e.tryAcquireOrRenew(rctx, e.now())
+		sent := e.now()
+		ok, err := e.tryAcquireOrRenew(rctx, sent)
 		cancel()
 		if ok {
-			return true
+			return sent, true
 		}
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("remediate: leader election", "lease", e.lease(), "err", err)
 		}
 		jittered := retry + time.Duration(rand.Int64N(int64(retry/5)+1))
 		if sleepCtx(ctx, jittered) != nil {
-			return false
+			return time.Time{}, false
 		}
 	}
 }
 
 // hold renews the Lease every retry until a renew has not succeeded for renewDeadline (counted
-// from when the last successful one was sent) or ctx ends. It returns the reason it stopped.
-func (e *elector) hold(ctx context.Context, retry, renewDeadline time.Duration) error {
-	lastOK := e.now()
+// from when the last successful one was sent, first the acquiring one at acquired) or ctx ends.
+// It returns the reason it stopped.
+func (e *elector) hold(ctx context.Context, acquired time.Time, retry, renewDeadline time.Duration) error {
+	lastOK := acquired
 	for {
 		if err := sleepCtx(ctx, retry); err != nil {
 			return err

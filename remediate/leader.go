@@ -126,7 +126,8 @@ func (c *Continuous) Run(ctx context.Context) error {
 	lease := l.Namespace + "/" + l.Name
 	for ctx.Err() == nil {
 		// A request may take at most the renew deadline, as while leading.
-		if !e.acquire(ctx, retry, renew) {
+		acquired, ok := e.acquire(ctx, retry, renew)
+		if !ok {
 			break
 		}
 		c.Log.Info("remediate: leading", "lease", lease, "identity", l.Identity)
@@ -134,7 +135,7 @@ func (c *Continuous) Run(ctx context.Context) error {
 		c.leading.Store(true)
 		done := make(chan struct{})
 		go func() { defer close(done); c.work(lctx) }()
-		err := e.hold(ctx, retry, renew)
+		err := e.hold(ctx, acquired, retry, renew)
 		// Stop offering first, then end the action, and only then let the Lease go: another
 		// replica must not act while this one still does.
 		c.leading.Store(false)
