@@ -111,13 +111,15 @@ func newClient(t *testing.T, tb *testbed.Testbed, rec *recorder, tweak func(*res
 	return c
 }
 
-func namespace(t *testing.T, tb *testbed.Testbed, name string) string {
+// namespace creates a namespace starting with prefix, unique per run (-count).
+func namespace(t *testing.T, tb *testbed.Testbed, prefix string) string {
 	t.Helper()
-	if _, err := tb.Client.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
+	ns, err := tb.Client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace %s-*: %v", prefix, err)
 	}
-	return name
+	return ns.Name
 }
 
 // TestVerbs runs every verb certdrift uses against the real API server, in each group, and

@@ -53,19 +53,19 @@ func controlPlane(t testing.TB) *testbed.Testbed {
 	return bed
 }
 
-// testNamespace creates a namespace named after the test.
+// testNamespace creates a namespace named after the test, unique per run (-count).
 func testNamespace(t testing.TB, tb *testbed.Testbed) string {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(name) > 50 {
-		name = name[:50]
+	if len(name) > 40 {
+		name = name[:40]
 	}
-	_, err := tb.Client.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	ns, err := tb.Client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
+		t.Fatalf("create namespace %s-*: %v", name, err)
 	}
-	return name
+	return ns.Name
 }
 
 // partition is a switch between one client and the API server: while cut, every request fails
