@@ -11,7 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // RefusedError is an eviction the API server kept refusing (HTTP 429: a PodDisruptionBudget
@@ -45,7 +46,7 @@ type EvictOptions struct {
 // The request is made with MaxRetries(0): client-go otherwise retries HTTP 429 silently (up to
 // ten times, sleeping Retry-After each), so a PDB refusal would block until the context ends and
 // never be reported as what it is. The PDB is never bypassed: there is no delete fallback.
-func EvictPod(ctx context.Context, c kubernetes.Interface, namespace, name string, opt EvictOptions) (tries int, err error) {
+func EvictPod(ctx context.Context, c *kubeapi.Client, namespace, name string, opt EvictOptions) (tries int, err error) {
 	sleep, now, uid := opt.Sleep, opt.Now, opt.UID
 	if sleep == nil {
 		sleep = sleepCtx

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // evictServer answers eviction POSTs with the given statuses in turn (the last one repeats)
@@ -86,7 +87,7 @@ func TestEvictPod(t *testing.T) {
 			srv := &evictServer{statuses: tc.statuses}
 			hs := httptest.NewServer(srv)
 			defer hs.Close()
-			c, err := kubernetes.NewForConfig(&rest.Config{Host: hs.URL})
+			c, err := kubeapi.NewForConfig(&rest.Config{Host: hs.URL})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +131,7 @@ func TestEvictPod(t *testing.T) {
 
 // evictWithClock runs EvictPod with a fake clock that sleeps advance, so the refusal path is
 // tested without waiting seconds.
-func evictWithClock(ctx context.Context, c kubernetes.Interface, ns, name string, wait time.Duration, sleep func(context.Context, time.Duration) error) (int, error) {
+func evictWithClock(ctx context.Context, c *kubeapi.Client, ns, name string, wait time.Duration, sleep func(context.Context, time.Duration) error) (int, error) {
 	clock := time.Now()
 	return EvictPod(ctx, c, ns, name, EvictOptions{RefusalWait: wait, Now: func() time.Time { return clock },
 		Sleep: func(ctx context.Context, d time.Duration) error { clock = clock.Add(d); return sleep(ctx, d) }})

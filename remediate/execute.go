@@ -12,7 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // Outcome of one action: a closed set, for scripts and metrics.
@@ -56,7 +57,7 @@ type AdminOpener func(ctx context.Context, namespace, pod string) (baseURL strin
 // Executor carries out a plan, one action at a time.
 type Executor struct {
 	// Client is nil outside Kubernetes.
-	Client kubernetes.Interface
+	Client *kubeapi.Client
 	Log    *slog.Logger
 	// Timeout bounds one action: the eviction or patch, the wait for replacements or the
 	// rollout, and the post-check.

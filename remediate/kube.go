@@ -13,7 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // RestartedAtAnnotation is the pod-template annotation `kubectl rollout restart` sets; setting
@@ -45,7 +46,7 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // siblings are the pods with the same controller as p, by UID.
-func siblings(ctx context.Context, c kubernetes.Interface, p *corev1.Pod) ([]corev1.Pod, error) {
+func siblings(ctx context.Context, c *kubeapi.Client, p *corev1.Pod) ([]corev1.Pod, error) {
 	owner := controllerUID(p)
 	list, err := c.CoreV1().Pods(p.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -62,7 +63,7 @@ func siblings(ctx context.Context, c kubernetes.Interface, p *corev1.Pod) ([]cor
 
 // waitReplaced waits until the pod with UID old is gone and a pod of the same controller that
 // did not exist before (by UID) is Ready; it returns the new pods' "namespace/name".
-func waitReplaced(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, before map[types.UID]bool) ([]string, error) {
+func waitReplaced(ctx context.Context, c *kubeapi.Client, p *corev1.Pod, before map[types.UID]bool) ([]string, error) {
 	var last string
 	for {
 		sib, err := siblings(ctx, c, p)
@@ -92,7 +93,7 @@ func waitReplaced(ctx context.Context, c kubernetes.Interface, p *corev1.Pod, be
 
 // waitRestarted waits until the Envoy container of namespace/name restarted (its restart count
 // grew) and the pod is Ready again: what a supervisor (the kubelet) does after /quitquitquit.
-func waitRestarted(ctx context.Context, c kubernetes.Interface, namespace, name string, restarts int32) error {
+func waitRestarted(ctx context.Context, c *kubeapi.Client, namespace, name string, restarts int32) error {
 	var last string
 	for {
 		p, err := c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -119,7 +120,7 @@ func totalRestarts(p *corev1.Pod) int32 {
 
 // restartWorkload patches the pod template of namespace/Kind/name as `kubectl rollout restart`
 // does and returns the generation to wait for.
-func restartWorkload(ctx context.Context, c kubernetes.Interface, namespace, workload string, now time.Time) (int64, error) {
+func restartWorkload(ctx context.Context, c *kubeapi.Client, namespace, workload string, now time.Time) (int64, error) {
 	kind, name, _ := strings.Cut(workload, "/")
 	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartedAtAnnotation, now.Format(time.RFC3339))
 	opts := metav1.PatchOptions{FieldManager: "certdrift"}
@@ -155,7 +156,7 @@ func restartWorkload(ctx context.Context, c kubernetes.Interface, namespace, wor
 
 // waitRollout waits until the workload's controller observed generation gen and every replica
 // is updated and available, the condition `kubectl rollout status` waits for.
-func waitRollout(ctx context.Context, c kubernetes.Interface, namespace, workload string, gen int64) error {
+func waitRollout(ctx context.Context, c *kubeapi.Client, namespace, workload string, gen int64) error {
 	kind, name, _ := strings.Cut(workload, "/")
 	var last string
 	for {
@@ -173,7 +174,7 @@ func waitRollout(ctx context.Context, c kubernetes.Interface, namespace, workloa
 	}
 }
 
-func rolloutDone(ctx context.Context, c kubernetes.Interface, namespace, kind, name string, gen int64) (bool, string, error) {
+func rolloutDone(ctx context.Context, c *kubeapi.Client, namespace, kind, name string, gen int64) (bool, string, error) {
 	switch kind {
 	case "Deployment":
 		d, err := c.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -213,7 +214,7 @@ func rolloutDone(ctx context.Context, c kubernetes.Interface, namespace, kind, n
 
 // workloadPods lists the pods a workload owns now, through the pods' controllers (a Deployment
 // owns them through ReplicaSets, recognised by the "<deployment>-<hash>" name).
-func workloadPods(ctx context.Context, c kubernetes.Interface, namespace, workload string) ([]corev1.Pod, error) {
+func workloadPods(ctx context.Context, c *kubeapi.Client, namespace, workload string) ([]corev1.Pod, error) {
 	kind, name, _ := strings.Cut(workload, "/")
 	list, err := c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -258,7 +259,7 @@ func leaseName(workload string) string {
 // profile without repair): a dry run still shows its plan, and acting is then refused where it
 // matters, at the eviction or patch itself, with the missing permission named. Other errors are
 // returned.
-func LastReloads(ctx context.Context, c kubernetes.Interface, keys []string) (map[string]time.Time, error) {
+func LastReloads(ctx context.Context, c *kubeapi.Client, keys []string) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	for _, k := range keys {
 		ns, workload, ok := strings.Cut(k, "/")
@@ -280,7 +281,7 @@ func LastReloads(ctx context.Context, c kubernetes.Interface, keys []string) (ma
 }
 
 // recordReload renews (or creates) the workload's cooldown Lease at now.
-func recordReload(ctx context.Context, c kubernetes.Interface, namespace, workload string, now time.Time) error {
+func recordReload(ctx context.Context, c *kubeapi.Client, namespace, workload string, now time.Time) error {
 	name := leaseName(workload)
 	holder := "certdrift"
 	rt := metav1.NewMicroTime(now)
@@ -304,7 +305,7 @@ func recordReload(ctx context.Context, c kubernetes.Interface, namespace, worklo
 }
 
 // event records a core/v1 Event on the object, so `kubectl describe` shows what certdrift did.
-func event(ctx context.Context, c kubernetes.Interface, ref corev1.ObjectReference, warning bool, reason, msg string, now time.Time) error {
+func event(ctx context.Context, c *kubeapi.Client, ref corev1.ObjectReference, warning bool, reason, msg string, now time.Time) error {
 	typ := corev1.EventTypeNormal
 	if warning {
 		typ = corev1.EventTypeWarning

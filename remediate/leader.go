@@ -9,24 +9,20 @@ import (
 	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
-
 	"github.com/certdrift/certdrift/audit"
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // Continuous repair (`certdrift serve --remediate`) runs the same Plan and Executor after every
-// round, but only in the replica that holds a coordination.k8s.io Lease (client-go's
-// tools/leaderelection): two exporters acting on one report would evict two pods of a workload
-// at once and defeat the one-pod-at-a-time guard. A replica that does not hold the Lease has no
+// round, but only in the replica that holds a coordination.k8s.io Lease (elect.go, not
+// client-go's tools/leaderelection, whose imports cost ≈10 MB of RSS): two exporters acting on
+// one report would evict two pods of a workload at once and defeat the one-pod-at-a-time guard. A replica that does not hold the Lease has no
 // worker at all, so it cannot act; a replica that loses it has its action's context cancelled.
 
 // LeaseConfig names the election Lease and paces it (client-go's defaults when zero: 15s, 10s,
 // 2s, as kube-controller-manager uses).
 type LeaseConfig struct {
-	Client    kubernetes.Interface
+	Client    *kubeapi.Client
 	Namespace string
 	Name      string
 	// Identity must differ between replicas (pod name plus a random suffix).
@@ -96,11 +92,26 @@ func (l LeaseConfig) validate() error {
 	case l.Identity == "":
 		return errors.New("remediate leader election: empty identity")
 	}
+	// The holder stops leading RenewDeadline after its last renew while the Lease it wrote lasts
+	// LeaseDuration: the difference is the safety margin (see elect.go).
+	duration, renew, retry := l.durations()
+	if renew >= duration {
+		return fmt.Errorf("remediate leader election on lease %s/%s: renew deadline %s must be shorter than the lease duration %s", l.Namespace, l.Name, renew, duration)
+	}
+	if retry >= renew {
+		return fmt.Errorf("remediate leader election on lease %s/%s: retry period %s must be shorter than the renew deadline %s", l.Namespace, l.Name, retry, renew)
+	}
 	return nil
 }
 
+// durations are the lease duration, renew deadline and retry period, defaults applied.
+func (l LeaseConfig) durations() (duration, renew, retry time.Duration) {
+	return or(l.LeaseDuration, 15*time.Second), or(l.RenewDeadline, 10*time.Second), or(l.RetryPeriod, 2*time.Second)
+}
+
 // Run takes part in the election until ctx ends; while leading it runs the worker. It stands
-// again after losing the Lease (an API server hiccup must not end repair for good).
+// again after losing the Lease (an API server hiccup must not end repair for good). On return
+// the worker has stopped and, if this replica led, the Lease has been released.
 func (c *Continuous) Run(ctx context.Context) error {
 	if err := c.Lease.validate(); err != nil {
 		return err
@@ -110,45 +121,38 @@ func (c *Continuous) Run(ctx context.Context) error {
 	}
 	c.wake = make(chan struct{}, 1)
 	l := c.Lease
-	cfg := leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: l.Namespace, Name: l.Name},
-			Client:     l.Client.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: l.Identity},
-		},
-		LeaseDuration: or(l.LeaseDuration, 15*time.Second),
-		RenewDeadline: or(l.RenewDeadline, 10*time.Second),
-		RetryPeriod:   or(l.RetryPeriod, 2*time.Second),
-		// Give the Lease up on shutdown so that another replica takes over at once instead of
-		// after LeaseDuration.
-		ReleaseOnCancel: true,
-		Name:            l.Name,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(lctx context.Context) {
-				c.Log.Info("remediate: leading", "lease", l.Namespace+"/"+l.Name, "identity", l.Identity)
-				c.leading.Store(true)
-				c.work(lctx)
-			},
-			OnStoppedLeading: func() {
-				c.leading.Store(false)
-				c.take()
-				c.Log.Info("remediate: not leading", "lease", l.Namespace+"/"+l.Name, "identity", l.Identity)
-			},
-			OnNewLeader: func(id string) {
-				if id != l.Identity {
-					c.Log.Info("remediate: another replica leads", "lease", l.Namespace+"/"+l.Name, "leader", id)
-				}
-			},
-		},
-	}
-	le, err := leaderelection.NewLeaderElector(cfg)
-	if err != nil {
-		return fmt.Errorf("remediate leader election on lease %s/%s: %w", l.Namespace, l.Name, err)
-	}
+	duration, renew, retry := l.durations()
+	e := newElector(l, duration, c.Log)
+	lease := l.Namespace + "/" + l.Name
 	for ctx.Err() == nil {
-		le.Run(ctx) // returns when leadership is lost or ctx ends
+		// A request may take at most the renew deadline, as while leading.
+		acquired, ok := e.acquire(ctx, retry, renew)
+		if !ok {
+			break
+		}
+		c.Log.Info("remediate: leading", "lease", lease, "identity", l.Identity)
+		lctx, cancel := context.WithCancel(ctx)
+		c.leading.Store(true)
+		done := make(chan struct{})
+		go func() { defer close(done); c.work(lctx) }()
+		err := e.hold(ctx, acquired, retry, renew)
+		// Stop offering first, then end the action, and only then let the Lease go: another
+		// replica must not act while this one still does.
 		c.leading.Store(false)
-		if err := sleepCtx(ctx, cfg.RetryPeriod); err != nil {
+		cancel()
+		<-done
+		c.take()
+		if ctx.Err() != nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), renew)
+			if err := e.release(rctx); err != nil {
+				c.Log.Warn("remediate: release leadership", "lease", lease, "err", err)
+			}
+			rcancel()
+			c.Log.Info("remediate: not leading (stopped)", "lease", lease, "identity", l.Identity)
+			break
+		}
+		c.Log.Info("remediate: not leading", "lease", lease, "identity", l.Identity, "reason", err.Error())
+		if err := sleepCtx(ctx, retry); err != nil {
 			break
 		}
 	}

@@ -2,29 +2,51 @@ package remediate
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes/fake"
+	coordv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
-// replica is one Continuous with a counting ActFunc.
+// These tests run the elector against the testbed's real API server: the optimistic concurrency
+// that keeps two candidates from both winning is the API server's resourceVersion check, which a
+// fake clientset does not have.
+
+// replica is one Continuous with a counting ActFunc and a switch that cuts it off the API server.
 type replica struct {
+	id     string
 	c      *Continuous
+	net    *partition
 	acted  atomic.Int32
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func startReplica(t *testing.T, client *fake.Clientset, id string) *replica {
+// testLease paces elections fast enough for tests; LeaseDuration−RenewDeadline is the margin
+// between a cut-off leader stepping down and anyone else taking over.
+func testLease(c *kubeapi.Client, ns, id string) LeaseConfig {
+	return LeaseConfig{Client: c, Namespace: ns, Name: "certdrift-remediate", Identity: id,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+}
+
+func startReplica(t *testing.T, ns, id string) *replica {
 	t.Helper()
-	r := &replica{done: make(chan struct{})}
+	tb := controlPlane(t)
+	r := &replica{id: id, done: make(chan struct{}), net: &partition{}}
 	r.c = &Continuous{
-		Lease: LeaseConfig{Client: client, Namespace: "certdrift", Name: "certdrift-remediate", Identity: id,
-			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
-		Act: func(context.Context, Work) { r.acted.Add(1) },
+		Lease: testLease(newClient(t, tb, r.net), ns, id),
+		Act:   func(context.Context, Work) { r.acted.Add(1) },
+		Log:   slog.New(slog.DiscardHandler),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -38,60 +60,262 @@ func startReplica(t *testing.T, client *fake.Clientset, id string) *replica {
 	return r
 }
 
-// offerUntil offers rounds to every replica until cond holds or the deadline passes.
-func offerUntil(t *testing.T, rs []*replica, d time.Duration, cond func() bool) bool {
+func (r *replica) stop() { r.cancel(); <-r.done }
+
+// watchLeaders samples every replica's Leading() until stopped and records any moment at which
+// two of them led at once.
+type leaderWatch struct {
+	stopped chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	both    []string
+}
+
+func watchLeaders(rs []*replica) *leaderWatch {
+	w := &leaderWatch{stopped: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.stopped:
+				return
+			case <-tick.C:
+			}
+			var leading []string
+			for _, r := range rs {
+				if r.c.Leading() {
+					leading = append(leading, r.id)
+				}
+			}
+			if len(leading) > 1 {
+				w.mu.Lock()
+				w.both = append(w.both, strings.Join(leading, "+"))
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+func (w *leaderWatch) check(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	close(w.stopped)
+	<-w.done
+	if len(w.both) > 0 {
+		t.Errorf("two replicas led at once %d times, e.g. %s", len(w.both), w.both[0])
+	}
+}
+
+// leaderOf waits until exactly one of rs leads and returns it.
+func leaderOf(t *testing.T, rs []*replica, within time.Duration) *replica {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
+		var leading []*replica
+		for _, r := range rs {
+			if r.c.Leading() {
+				leading = append(leading, r)
+			}
+		}
+		if len(leading) == 1 {
+			return leading[0]
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no single leader among %d replicas within %s", len(rs), within)
+	return nil
+}
+
+// offerFor offers rounds to every replica for d.
+func offerFor(rs []*replica, d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		for _, r := range rs {
 			r.c.Offer(Work{Started: time.Now()})
 		}
-		if cond() {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return false
 }
 
-func TestContinuousOnlyLeaderActs(t *testing.T) {
-	client := fake.NewClientset()
-	a, b := startReplica(t, client, "a"), startReplica(t, client, "b")
-	rs := []*replica{a, b}
+func getLease(t *testing.T, c *kubeapi.Client, ns, name string) *coordv1.Lease {
+	t.Helper()
+	l, err := c.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("read lease %s/%s: %v", ns, name, err)
+	}
+	return l
+}
 
-	if !offerUntil(t, rs, 10*time.Second, func() bool { return a.acted.Load()+b.acted.Load() >= 5 }) {
-		t.Fatalf("no replica acted within 10s (a %d, b %d)", a.acted.Load(), b.acted.Load())
-	}
-	// Keep offering for longer than a lease: the follower must never act.
-	offerUntil(t, rs, 2*time.Second, func() bool { return false })
-	leader, follower := a, b
-	if b.acted.Load() > 0 {
-		leader, follower = b, a
-	}
-	if follower.acted.Load() != 0 || !leader.c.Leading() || follower.c.Leading() {
-		t.Fatalf("both replicas acted or led: a acted %d leading %v, b acted %d leading %v",
-			a.acted.Load(), a.c.Leading(), b.acted.Load(), b.c.Leading())
-	}
+func TestContinuousElection(t *testing.T) {
+	tb := controlPlane(t)
+	ns := testNamespace(t, tb)
+	admin := newClient(t, tb, nil)
+	rs := []*replica{startReplica(t, ns, "a"), startReplica(t, ns, "b"), startReplica(t, ns, "c")}
+	w := watchLeaders(rs)
+	defer w.check(t)
 
-	// The leader stops (and releases the Lease): the other takes over, and only it acts now.
-	leader.cancel()
-	<-leader.done
+	// One leader; only it acts, for longer than a lease.
+	leader := leaderOf(t, rs, 10*time.Second)
+	offerFor(rs, 4*time.Second)
+	for _, r := range rs {
+		if r != leader && r.acted.Load() != 0 {
+			t.Errorf("follower %s acted %d times while %s led", r.id, r.acted.Load(), leader.id)
+		}
+	}
+	if leader.acted.Load() == 0 {
+		t.Errorf("leader %s never acted", leader.id)
+	}
+	l := getLease(t, admin, ns, "certdrift-remediate")
+	if got := deref(l.Spec.HolderIdentity); got != leader.id {
+		t.Errorf("lease holder %q, want the leader %s", got, leader.id)
+	}
+	transitions := deref(l.Spec.LeaseTransitions)
+
+	// The leader is cut off from the API server without stopping: it must step down once its
+	// renew deadline passes, and another replica takes over once the lease expires.
+	cut := time.Now()
+	leader.net.cut.Store(true)
+	for leader.c.Leading() && time.Since(cut) < 3*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if leader.c.Leading() {
+		t.Fatalf("%s still leads %s after losing the API server (renew deadline 1.5s)", since(cut), leader.id)
+	}
+	rest := slices.DeleteFunc(slices.Clone(rs), func(r *replica) bool { return r == leader })
+	next := leaderOf(t, rest, 10*time.Second)
+	if took := time.Since(cut); took < 1500*time.Millisecond {
+		t.Errorf("%s took over %s after the leader was cut off, before its lease could have expired", next.id, took)
+	}
 	before := leader.acted.Load()
-	if !offerUntil(t, rs, 10*time.Second, func() bool { return follower.acted.Load() > 0 }) {
-		t.Fatalf("the follower never took over after the leader stopped")
+	offerFor(rs, time.Second)
+	if leader.acted.Load() != before {
+		t.Errorf("cut-off replica %s acted after stepping down", leader.id)
 	}
-	if leader.acted.Load() != before || leader.c.Leading() {
-		t.Errorf("the stopped replica acted after it stopped (%d → %d) or still leads", before, leader.acted.Load())
+	l = getLease(t, admin, ns, "certdrift-remediate")
+	if got, want := deref(l.Spec.LeaseTransitions), transitions+1; got != want || deref(l.Spec.HolderIdentity) != next.id {
+		t.Errorf("after takeover: holder %q transitions %d, want %s and %d", deref(l.Spec.HolderIdentity), got, next.id, want)
+	}
+
+	// Back on the network, the old leader stays a follower: the lease is someone else's.
+	leader.net.cut.Store(false)
+	offerFor(rs, time.Second)
+	if leader.c.Leading() || leader.acted.Load() != before {
+		t.Errorf("the old leader %s took the lease back from %s", leader.id, next.id)
+	}
+
+	// A clean stop releases the lease: the last replica takes over well before it would expire.
+	stopped := time.Now()
+	next.stop()
+	if next.c.Leading() {
+		t.Errorf("%s still leads after Run returned", next.id)
+	}
+	last := leaderOf(t, slices.DeleteFunc(slices.Clone(rs), func(r *replica) bool { return r == next }), 10*time.Second)
+	if took := time.Since(stopped); took > 2*time.Second {
+		t.Errorf("%s took over %s after %s stopped: the lease was not released (it lasts 3s)", last.id, took, next.id)
+	}
+}
+
+func since(t time.Time) string { return time.Since(t).Round(time.Millisecond).String() }
+
+func TestContinuousReleasesOnStop(t *testing.T) {
+	tb := controlPlane(t)
+	ns := testNamespace(t, tb)
+	r := startReplica(t, ns, "only")
+	leaderOf(t, []*replica{r}, 10*time.Second)
+	r.stop()
+	l := getLease(t, newClient(t, tb, nil), ns, "certdrift-remediate")
+	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("lease still held by %q after a clean stop", *h)
+	}
+}
+
+// TestElectorOneWinner races three candidates for one Lease, absent and then expired, many
+// times: each race has exactly one winner, the holder the Lease names.
+func TestElectorOneWinner(t *testing.T) {
+	tb := controlPlane(t)
+	ns := testNamespace(t, tb)
+	admin := newClient(t, tb, nil)
+	leases := admin.CoordinationV1().Leases(ns)
+	ctx := context.Background()
+	const name = "race"
+	var prevTransitions int32
+	for round := range 12 {
+		var es []*elector
+		for i := range 3 {
+			cfg := LeaseConfig{Client: newClient(t, tb, nil), Namespace: ns, Name: name, Identity: fmt.Sprintf("c%d", i)}
+			es = append(es, newElector(cfg, 10*time.Second, slog.New(slog.DiscardHandler)))
+		}
+		absent := round == 0
+		if !absent {
+			// The previous winner's lease lapsed long ago.
+			l, err := leases.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := metav1.NewMicroTime(time.Now().Add(-time.Minute))
+			l.Spec.RenewTime, l.Spec.HolderIdentity = &old, ptr("gone")
+			if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			prevTransitions = deref(l.Spec.LeaseTransitions)
+		}
+		var (
+			start   = make(chan struct{})
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []string
+		)
+		for _, e := range es {
+			wg.Go(func() {
+				<-start
+				ok, err := e.tryAcquireOrRenew(ctx, time.Now())
+				if err != nil {
+					t.Errorf("round %d: %s: %v", round, e.id, err)
+				}
+				if ok {
+					mu.Lock()
+					winners = append(winners, e.id)
+					mu.Unlock()
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(winners) != 1 {
+			t.Fatalf("round %d (lease absent %v): winners %v, want exactly one", round, absent, winners)
+		}
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTransitions := int32(0)
+		if !absent {
+			wantTransitions = prevTransitions + 1
+		}
+		if deref(l.Spec.HolderIdentity) != winners[0] || deref(l.Spec.LeaseTransitions) != wantTransitions {
+			t.Errorf("round %d: lease holder %q transitions %d, want %s and %d", round,
+				deref(l.Spec.HolderIdentity), deref(l.Spec.LeaseTransitions), winners[0], wantTransitions)
+		}
+		if got := deref(l.Spec.LeaseDurationSeconds); got != 10 {
+			t.Errorf("round %d: leaseDurationSeconds %d, want 10", round, got)
+		}
+		// A losing candidate keeps losing while the lease is fresh; the winner renews.
+		for _, e := range es {
+			ok, err := e.tryAcquireOrRenew(ctx, time.Now())
+			if err != nil || ok != (e.id == winners[0]) {
+				t.Errorf("round %d: second attempt of %s: holds %v (err %v), winner %s", round, e.id, ok, err, winners[0])
+			}
+		}
 	}
 }
 
 func TestContinuousSkipsRoundsFromBeforeTheLastAction(t *testing.T) {
-	client := fake.NewClientset()
+	tb := controlPlane(t)
+	ns := testNamespace(t, tb)
 	var mu sync.Mutex
 	var seen []time.Time
 	c := &Continuous{
-		Lease: LeaseConfig{Client: client, Namespace: "certdrift", Name: "l", Identity: "a",
-			LeaseDuration: time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
+		Lease: testLease(newClient(t, tb, nil), ns, "a"),
 		Act: func(_ context.Context, w Work) {
 			mu.Lock()
 			seen = append(seen, w.Started)
@@ -126,10 +350,17 @@ func TestContinuousSkipsRoundsFromBeforeTheLastAction(t *testing.T) {
 }
 
 func TestLeaseConfigValidate(t *testing.T) {
+	// Validation fails before any request, so the client needs no server.
+	c, err := kubeapi.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]LeaseConfig{
-		"NoClient":    {Namespace: "n", Name: "l", Identity: "a"},
-		"NoNamespace": {Client: fake.NewClientset(), Name: "l", Identity: "a"},
-		"NoIdentity":  {Client: fake.NewClientset(), Namespace: "n", Name: "l"},
+		"NoClient":              {Namespace: "n", Name: "l", Identity: "a"},
+		"NoNamespace":           {Client: c, Name: "l", Identity: "a"},
+		"NoIdentity":            {Client: c, Namespace: "n", Name: "l"},
+		"RenewNotUnderDuration": {Client: c, Namespace: "n", Name: "l", Identity: "a", LeaseDuration: 5 * time.Second, RenewDeadline: 5 * time.Second},
+		"RetryNotUnderRenew":    {Client: c, Namespace: "n", Name: "l", Identity: "a", RenewDeadline: time.Second, RetryPeriod: 2 * time.Second},
 	}
 	for name, l := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -138,5 +369,36 @@ func TestLeaseConfigValidate(t *testing.T) {
 				t.Error("Run accepted an incomplete lease configuration")
 			}
 		})
+	}
+}
+
+func TestExpired(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.MicroTime { m := metav1.NewMicroTime(now.Add(d)); return &m }
+	cases := map[string]struct {
+		reason string
+		spec   coordv1.LeaseSpec
+		want   bool
+	}{
+		"NeverRenewed":    {reason: "a lease without a renew time was never held", spec: coordv1.LeaseSpec{}, want: true},
+		"Fresh":           {reason: "renewed 5s ago with 10s", spec: coordv1.LeaseSpec{RenewTime: at(-5 * time.Second), LeaseDurationSeconds: ptr(int32(10))}, want: false},
+		"Lapsed":          {reason: "renewed 11s ago with 10s", spec: coordv1.LeaseSpec{RenewTime: at(-11 * time.Second), LeaseDurationSeconds: ptr(int32(10))}, want: true},
+		"OwnDurationUsed": {reason: "no duration on the lease: ours (15s) applies", spec: coordv1.LeaseSpec{RenewTime: at(-11 * time.Second)}, want: false},
+		"FutureRenew":     {reason: "a holder's clock ahead of ours is not expired", spec: coordv1.LeaseSpec{RenewTime: at(time.Second), LeaseDurationSeconds: ptr(int32(1))}, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := expired(&coordv1.Lease{Spec: tc.spec}, now, 15*time.Second); got != tc.want {
+				t.Errorf("%s: expired = %v, want %v", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLeaseSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]int32{0: 1, 500 * time.Millisecond: 1, time.Second: 1, 1500 * time.Millisecond: 2, 15 * time.Second: 15} {
+		if got := leaseSeconds(d); got != want {
+			t.Errorf("leaseSeconds(%s) = %d, want %d: a lease must not promise less than its holder assumes", d, got, want)
+		}
 	}
 }

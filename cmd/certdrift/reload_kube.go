@@ -12,10 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
 
@@ -24,13 +24,13 @@ import (
 // discovery, admin and handshake code the audit used.
 type kubeReload struct {
 	st      *reloadState
-	client  kubernetes.Interface
+	client  *kubeapi.Client
 	session *KubeSession
 	log     *slog.Logger
 }
 
 func newKubeReload(_ context.Context, st *reloadState, log *slog.Logger) (*kubeReload, error) {
-	c, err := kubernetes.NewForConfig(st.rc)
+	c, err := kubeapi.NewForConfig(st.rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

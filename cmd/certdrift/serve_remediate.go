@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
 
@@ -74,7 +74,7 @@ type remediator struct {
 	f       *remediateFlags
 	x       *exporter
 	log     *slog.Logger
-	client  kubernetes.Interface
+	client  *kubeapi.Client
 	metrics *exposition.RepairMetrics
 	reg     *prometheus.Registry
 	cont    *remediate.Continuous
@@ -90,7 +90,7 @@ func (x *exporter) newRemediator() (*remediator, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubeapi.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("--remediate: kubernetes client: %w", err)
 	}

@@ -11,8 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // AdminMode says how AdminDialer reaches an Envoy admin (see the package doc).
@@ -130,7 +131,7 @@ func NewAdminDialer(cfg *rest.Config, opts AdminAccessOptions) (*AdminDialer, er
 		if d.cfg.UserAgent == "" {
 			d.cfg.UserAgent = "certdrift-admin-access"
 		}
-		cs, err := kubernetes.NewForConfig(d.cfg)
+		cs, err := kubeapi.NewForConfig(d.cfg)
 		if err != nil {
 			return nil, fmt.Errorf("admin access: build client for %s: %w", cfg.Host, err)
 		}

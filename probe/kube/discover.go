@@ -17,9 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // DiscoveryOptions configure a Discovery. The zero value watches Running pods cluster-wide and
@@ -97,7 +98,7 @@ func (o DiscoveryOptions) withDefaults() DiscoveryOptions {
 type Discovery struct {
 	opts    DiscoveryOptions
 	enabled map[Preset]bool
-	client  kubernetes.Interface
+	client  *kubeapi.Client
 	log     *slog.Logger
 	sources []*source
 	owners  *ownerCache

@@ -9,19 +9,20 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // ownerCache resolves ReplicaSets to the Deployments that own them. A ReplicaSet's controller
 // never changes, so each is read once; entries no live target refers to are dropped at every
 // resolve, which bounds the cache by the number of Envoy ReplicaSets.
 type ownerCache struct {
-	client kubernetes.Interface
+	client *kubeapi.Client
 	mu     sync.Mutex
 	byRS   map[string]Owner // "ns/replicaset" → owner
 }
 
-func newOwnerCache(c kubernetes.Interface) *ownerCache {
+func newOwnerCache(c *kubeapi.Client) *ownerCache {
 	return &ownerCache{client: c, byRS: map[string]Owner{}}
 }
 

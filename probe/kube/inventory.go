@@ -18,17 +18,18 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // Inventory keeps summaries of the certificate Secrets and CA-bundle ConfigMaps it is configured
 // to watch. Build it with New, start it with Run, wait with WaitSynced, read it with Snapshot.
 type Inventory struct {
 	opts    Options
-	client  kubernetes.Interface
+	client  *kubeapi.Client
 	parser  *parser
 	changes *changeTracker
 	strings *interner // namespaces, types, field managers: see interner
@@ -151,9 +152,9 @@ func describe(resource, ns, fieldSel, labelSel string) string {
 	return b.String()
 }
 
-// newClient builds the clientset both the inventory and discovery use: a copy of cfg speaking
+// newClient builds the kubeapi client both the inventory and discovery use: a copy of cfg speaking
 // protobuf (JSON accepted as a fallback) with the given rate limits.
-func newClient(cfg *rest.Config, qps float32, burst int, userAgent string) (*kubernetes.Clientset, error) {
+func newClient(cfg *rest.Config, qps float32, burst int, userAgent string) (*kubeapi.Client, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType = protobufContentType
 	c.AcceptContentTypes = protobufContentType + ",application/json"
@@ -161,7 +162,7 @@ func newClient(cfg *rest.Config, qps float32, burst int, userAgent string) (*kub
 	if c.UserAgent == "" {
 		c.UserAgent = userAgent
 	}
-	client, err := kubernetes.NewForConfig(c)
+	client, err := kubeapi.NewForConfig(c)
 	if err != nil {
 		return nil, fmt.Errorf("build client for %s: %w", cfg.Host, err)
 	}

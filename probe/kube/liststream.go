@@ -13,8 +13,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // Streaming the initial list.
@@ -53,7 +54,7 @@ func streamPage[T any, PT interface {
 	protoItem
 }](ctx context.Context, c rest.Interface, resource, namespace string, opts metav1.ListOptions, emit func(runtime.Object) error) (metav1.ListMeta, error) {
 	body, err := c.Get().Namespace(namespace).Resource(resource).
-		VersionedParams(&opts, scheme.ParameterCodec).
+		VersionedParams(&opts, kubeapi.ParameterCodec).
 		SetHeader("Accept", protobufContentType+",application/json").
 		Stream(ctx)
 	if err != nil {
