@@ -21,18 +21,20 @@ import (
 // issue 4's 50 MB budget (see package kubeapi). The protocol is the one kube-controller-manager
 // uses on a coordination.k8s.io/v1 Lease, so `kubectl get lease` reads the same fields:
 //
-//   - A candidate takes the Lease when it is absent, released (no holderIdentity), expired
-//     (renewTime + leaseDurationSeconds is past) or already its own; taking it from another
-//     holder (or after a release) sets acquireTime and increments leaseTransitions.
+//   - A candidate takes the Lease when it is absent, released (no holderIdentity), lapsed or
+//     already its own; taking it from another holder (or after a release) sets acquireTime and
+//     increments leaseTransitions. Lapsed is judged on the candidate's own clock only, as
+//     client-go does: the Lease has not changed (same resourceVersion) for leaseDurationSeconds
+//     since this candidate first read that version. Comparing the holder's renewTime with the
+//     candidate's clock would let a replica whose clock runs ahead take over a live leader.
 //   - Every write is an Update carrying the resourceVersion that was read (or a Create, which
 //     fails if the Lease exists): of two candidates that read the same Lease, the API server
 //     accepts one write and answers the other 409 Conflict, so two can never both win.
 //   - The holder renews every RetryPeriod and stops leading as soon as no renew has succeeded
 //     for RenewDeadline, counted from the moment the last successful renew was sent. The Lease
 //     it wrote stays valid for LeaseDuration from (at the latest) that moment, so the holder
-//     stops at least LeaseDuration−RenewDeadline before anyone else may take over. That margin
-//     is also the clock skew between replicas this tolerates, since expiry compares the holder's
-//     renewTime with the candidate's clock.
+//     stops at least LeaseDuration−RenewDeadline before anyone else may take over, whatever
+//     the replicas' clocks say: every duration is measured on one clock.
 //   - A holder stopping cleanly releases the Lease (clears holderIdentity) after its worker has
 //     returned, so another replica takes over at once instead of after LeaseDuration.
 
@@ -50,6 +52,11 @@ type elector struct {
 	held *coordv1.Lease
 	// leader is the last holder seen, for logging a change once.
 	leader string
+	// observedRV is the resourceVersion of the Lease as last read, and observedAt when (on this
+	// candidate's clock) it first read that version: the Lease has lapsed when it stays
+	// unchanged for its duration after observedAt.
+	observedRV string
+	observedAt time.Time
 }
 
 func newElector(l LeaseConfig, duration time.Duration, log *slog.Logger) *elector {
@@ -102,8 +109,11 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context, now time.Time) (bool, e
 	if err != nil {
 		return false, fmt.Errorf("read lease %s: %w", e.lease(), err)
 	}
+	if l.ResourceVersion != e.observedRV {
+		e.observedRV, e.observedAt = l.ResourceVersion, now
+	}
 	holder := deref(l.Spec.HolderIdentity)
-	if holder != "" && holder != e.id && !expired(l, now, e.duration) {
+	if holder != "" && holder != e.id && !lapsed(l, e.observedAt, now, e.duration) {
 		e.observe(holder)
 		return false, nil
 	}
@@ -162,17 +172,17 @@ func leaseSeconds(d time.Duration) int32 {
 	return int32(max((d+time.Second-1)/time.Second, 1))
 }
 
-// expired says whether l's holder has let it lapse by now. A Lease without a renew time has
-// never been held; one without a duration is judged with ours.
-func expired(l *coordv1.Lease, now time.Time, def time.Duration) bool {
-	if l.Spec.RenewTime == nil {
-		return true
-	}
+// lapsed says whether l, unchanged since this candidate first read it at observedAt, has outlived
+// its holder's promise by now: its leaseDurationSeconds (ours when it has none) have passed on
+// this candidate's clock. The holder's renewTime is not compared with our clock, so clock skew
+// between replicas cannot cut a live leader's term short. A candidate that first reads a stale
+// Lease therefore waits one duration before taking it, as client-go's elector does.
+func lapsed(l *coordv1.Lease, observedAt, now time.Time, def time.Duration) bool {
 	d := def
 	if l.Spec.LeaseDurationSeconds != nil {
 		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
-	return l.Spec.RenewTime.Add(d).Before(now)
+	return observedAt.Add(d).Before(now)
 }
 
 // acquire tries to take the Lease every RetryPeriod (with jitter, so candidates started together

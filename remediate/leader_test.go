@@ -254,10 +254,15 @@ func TestElectorOneWinner(t *testing.T) {
 			}
 			old := metav1.NewMicroTime(time.Now().Add(-time.Minute))
 			l.Spec.RenewTime, l.Spec.HolderIdentity = &old, ptr("gone")
-			if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			stale, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+			if err != nil {
 				t.Fatal(err)
 			}
 			prevTransitions = deref(l.Spec.LeaseTransitions)
+			// Every candidate has watched this version sit unchanged for a minute.
+			for _, e := range es {
+				e.observedRV, e.observedAt = stale.ResourceVersion, time.Now().Add(-time.Minute)
+			}
 		}
 		var (
 			start   = make(chan struct{})
@@ -372,24 +377,30 @@ func TestLeaseConfigValidate(t *testing.T) {
 	}
 }
 
-func TestExpired(t *testing.T) {
+func TestLapsed(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) *metav1.MicroTime { m := metav1.NewMicroTime(now.Add(d)); return &m }
+	lease := func(renew time.Duration, secs *int32) *coordv1.Lease {
+		m := metav1.NewMicroTime(now.Add(renew))
+		return &coordv1.Lease{Spec: coordv1.LeaseSpec{RenewTime: &m, LeaseDurationSeconds: secs}}
+	}
 	cases := map[string]struct {
-		reason string
-		spec   coordv1.LeaseSpec
-		want   bool
+		reason   string
+		lease    *coordv1.Lease
+		observed time.Duration // before now
+		want     bool
 	}{
-		"NeverRenewed":    {reason: "a lease without a renew time was never held", spec: coordv1.LeaseSpec{}, want: true},
-		"Fresh":           {reason: "renewed 5s ago with 10s", spec: coordv1.LeaseSpec{RenewTime: at(-5 * time.Second), LeaseDurationSeconds: ptr(int32(10))}, want: false},
-		"Lapsed":          {reason: "renewed 11s ago with 10s", spec: coordv1.LeaseSpec{RenewTime: at(-11 * time.Second), LeaseDurationSeconds: ptr(int32(10))}, want: true},
-		"OwnDurationUsed": {reason: "no duration on the lease: ours (15s) applies", spec: coordv1.LeaseSpec{RenewTime: at(-11 * time.Second)}, want: false},
-		"FutureRenew":     {reason: "a holder's clock ahead of ours is not expired", spec: coordv1.LeaseSpec{RenewTime: at(time.Second), LeaseDurationSeconds: ptr(int32(1))}, want: false},
+		"Fresh":           {reason: "unchanged for 5s of its 10s", lease: lease(-5*time.Second, ptr(int32(10))), observed: 5 * time.Second, want: false},
+		"Lapsed":          {reason: "unchanged for 11s of its 10s", lease: lease(-11*time.Second, ptr(int32(10))), observed: 11 * time.Second, want: true},
+		"OwnDurationUsed": {reason: "no duration on the lease: ours (15s) applies", lease: lease(-11*time.Second, nil), observed: 11 * time.Second, want: false},
+		"HolderClockBehind": {reason: "a renewTime an hour old on the holder's clock, but just seen changing, is live",
+			lease: lease(-time.Hour, ptr(int32(10))), observed: time.Second, want: false},
+		"HolderClockAhead": {reason: "a renewTime in our future does not keep a lease that stopped changing alive",
+			lease: lease(time.Hour, ptr(int32(10))), observed: 11 * time.Second, want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := expired(&coordv1.Lease{Spec: tc.spec}, now, 15*time.Second); got != tc.want {
-				t.Errorf("%s: expired = %v, want %v", tc.reason, got, tc.want)
+			if got := lapsed(tc.lease, now.Add(-tc.observed), now, 15*time.Second); got != tc.want {
+				t.Errorf("%s: lapsed = %v, want %v", tc.reason, got, tc.want)
 			}
 		})
 	}
