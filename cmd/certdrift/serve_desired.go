@@ -67,9 +67,9 @@ func (q *desiredQueue) run(ctx context.Context, store *exposition.Store) {
 // desiredUpdates converts Secret changes into the store's updates, with the same conversion a
 // round's Gather uses (kube.Snapshot.Observations), so both paths expose the same series.
 func desiredUpdates(changes []kube.Change) []exposition.DesiredUpdate {
-	snap := kube.Snapshot{Secrets: make([]kube.SecretSummary, 0, len(changes))}
+	snap := kube.Snapshot{Secrets: make([]*kube.SecretSummary, 0, len(changes))}
 	for _, c := range changes {
-		snap.Secrets = append(snap.Secrets, *c.Secret)
+		snap.Secrets = append(snap.Secrets, c.Secret)
 	}
 	obs := snap.Observations()
 	out := make([]exposition.DesiredUpdate, len(changes))

@@ -53,7 +53,7 @@ func TestDesiredQueue(t *testing.T) {
 func desiredInputs(ss ...*kube.SecretSummary) (in audit.Inputs) {
 	snap := kube.Snapshot{}
 	for _, s := range ss {
-		snap.Secrets = append(snap.Secrets, *s)
+		snap.Secrets = append(snap.Secrets, s)
 	}
 	in.Desired = snap.Observations()
 	return in

@@ -65,7 +65,7 @@ func TestKeySummaryKeepsNoKey(t *testing.T) {
 					t.Errorf("%s\n%s: a mismatched key keeps a %T; want a standalone %v", tc.reason, c.what, k.Public, tc.pubType)
 				}
 				// The audit's own key check must see the same answer as before.
-				snap := Snapshot{Secrets: []SecretSummary{*sum}}
+				snap := Snapshot{Secrets: []*SecretSummary{sum}}
 				obs := snap.Observations()
 				it := obs[0].Items[0]
 				eq, ok := it.Key.Public.(interface{ Equal(crypto.PublicKey) bool })

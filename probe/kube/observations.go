@@ -32,7 +32,7 @@ func (s *Snapshot) Observations() []files.Observation {
 	out := make([]files.Observation, 0, len(s.Secrets)+len(s.ConfigMaps))
 	bundles := map[*Bundle]bundleX509{}
 	for i := range s.Secrets {
-		sec := &s.Secrets[i]
+		sec := s.Secrets[i]
 		o := files.Observation{
 			Source:    files.Source{Name: SecretSourceName(sec.Namespace, sec.Name)},
 			ChangedAt: sec.ChangedAt,
