@@ -2,7 +2,6 @@ package kubeapi_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -25,34 +24,15 @@ import (
 	"github.com/certdrift/certdrift/test/testbed"
 )
 
-var (
-	bedOnce sync.Once
-	bed     *testbed.Testbed
-	bedErr  error
-)
+var bed = testbed.Shared{Options: testbed.Options{Nodes: -1}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if bed != nil {
-		if code != 0 {
-			bed.DumpLogs(os.Stderr, 30)
-		}
-		if err := bed.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop testbed:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
 
-// controlPlane is the shared testbed (API server only); without its binaries the test fails
-// saying how to build them.
+// controlPlane returns the package's shared testbed; without its binaries the test fails saying
+// how to build them.
 func controlPlane(t testing.TB) *testbed.Testbed {
 	t.Helper()
-	bedOnce.Do(func() { bed, bedErr = testbed.Start(context.Background(), testbed.Options{Nodes: -1}) })
-	if bedErr != nil {
-		t.Fatalf("testbed (build the binaries with `make kube`): %v", bedErr)
-	}
-	return bed
+	return bed.Get(t)
 }
 
 // exchange is what the recorder saw of one request.

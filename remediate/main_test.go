@@ -3,11 +3,9 @@ package remediate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -21,36 +19,15 @@ import (
 
 // One control plane serves the package's Kubernetes tests (each in its own namespace); it
 // starts on first use, so the other tests run without it.
-var (
-	bedOnce sync.Once
-	bed     *testbed.Testbed
-	bedErr  error
-)
+var bed = testbed.Shared{Options: testbed.Options{Nodes: -1}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if bed != nil {
-		if code != 0 {
-			bed.DumpLogs(os.Stderr, 30)
-		}
-		if err := bed.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop testbed:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
 
-// controlPlane returns the shared testbed (no nodes: these tests need only the API server);
-// without the binaries it fails the test with the testbed's message on how to build them.
+// controlPlane returns the package's shared testbed; without its binaries the test fails saying
+// how to build them.
 func controlPlane(t testing.TB) *testbed.Testbed {
 	t.Helper()
-	bedOnce.Do(func() {
-		bed, bedErr = testbed.Start(context.Background(), testbed.Options{Nodes: -1})
-	})
-	if bedErr != nil {
-		t.Fatalf("testbed (build the binaries with `make kube`): %v", bedErr)
-	}
-	return bed
+	return bed.Get(t)
 }
 
 // testNamespace creates a namespace named after the test, unique per run (-count).

@@ -22,36 +22,15 @@ import (
 
 // One control plane serves every test of the package (each test uses its own namespaces); it
 // starts on first use, so the parser tests run without it.
-var (
-	bedOnce sync.Once
-	bed     *testbed.Testbed
-	bedErr  error
-)
+var bed = testbed.Shared{Options: testbed.Options{}}
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if bed != nil {
-		if code != 0 {
-			bed.DumpLogs(os.Stderr, 30)
-		}
-		if err := bed.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop testbed:", err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
 
-// controlPlane returns the shared testbed; without the binaries it fails the test with the
-// testbed's message (which says to run scripts/build-kube.sh).
+// controlPlane returns the package's shared testbed; without its binaries the test fails saying
+// how to build them.
 func controlPlane(t testing.TB) *testbed.Testbed {
 	t.Helper()
-	bedOnce.Do(func() {
-		bed, bedErr = testbed.Start(context.Background(), testbed.Options{})
-	})
-	if bedErr != nil {
-		t.Fatalf("testbed (build the binaries with scripts/build-kube.sh): %v", bedErr)
-	}
-	return bed
+	return bed.Get(t)
 }
 
 // fastAdmin is an admin client allowed to create thousands of objects quickly.

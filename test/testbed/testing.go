@@ -2,7 +2,10 @@ package testbed
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -27,4 +30,48 @@ func StartT(t testing.TB, opts Options) *Testbed {
 		}
 	})
 	return tb
+}
+
+// Shared is one testbed for all the tests of a package, started by the first test that asks
+// for it (so tests that need no cluster run without one) and stopped by Main:
+//
+//	var bed = testbed.Shared{Options: testbed.Options{Nodes: -1}}
+//	func TestMain(m *testing.M) { os.Exit(bed.Main(m)) }
+//
+// Tests sharing it keep apart by namespace.
+type Shared struct {
+	Options Options
+
+	once sync.Once
+	tb   *Testbed
+	err  error
+}
+
+// Get returns the shared testbed, starting it on first use. It fails t (never skips) when the
+// testbed cannot start, including when the binaries have not been built.
+func (s *Shared) Get(t testing.TB) *Testbed {
+	t.Helper()
+	s.once.Do(func() { s.tb, s.err = Start(context.Background(), s.Options) })
+	if s.err != nil {
+		t.Fatalf("testbed (build the binaries with `make kube`): %v", s.err)
+	}
+	return s.tb
+}
+
+// Main runs the package's tests and stops the testbed if one was started, printing the end of
+// every component log first when a test failed. It returns the exit code for os.Exit.
+func (s *Shared) Main(m *testing.M) int {
+	code := m.Run()
+	if s.tb != nil {
+		if code != 0 {
+			s.tb.DumpLogs(os.Stderr, 30)
+		}
+		if err := s.tb.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop testbed:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
 }
