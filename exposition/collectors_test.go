@@ -215,6 +215,18 @@ func TestDeletedObjectsLoseTheirSeries(t *testing.T) {
 
 func seriesFor(t *testing.T, s *Store, source string) int {
 	t.Helper()
+	return len(seriesOf(t, s, source))
+}
+
+// labelledSeries is one gathered series: its family and labels.
+type labelledSeries struct {
+	family string
+	labels map[string]string
+}
+
+// seriesOf gathers the store's registry and returns the series whose source label is source.
+func seriesOf(t *testing.T, s *Store, source string) []labelledSeries {
+	t.Helper()
 	reg, err := s.Registry()
 	if err != nil {
 		t.Fatal(err)
@@ -223,17 +235,19 @@ func seriesFor(t *testing.T, s *Store, source string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var out []labelledSeries
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "source" && l.GetValue() == source {
-					n++
-				}
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["source"] == source {
+				out = append(out, labelledSeries{family: mf.GetName(), labels: l})
 			}
 		}
 	}
-	return n
+	return out
 }
 
 // TestShardsPartitionTheWorld: with N shards every certificate and finding series appears in
@@ -369,25 +383,9 @@ func TestGathererMatchesRegistry(t *testing.T) {
 func TestNamespaceLabelIsTheEnvoys(t *testing.T) {
 	s := NewStore(Options{Now: clock(t0)})
 	s.Record(kubeRound(t0, true))
-	reg, err := s.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{} // family/view/source → namespace
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["source"] == "ns-b/tls-b" {
-				got[mf.GetName()+"/"+l["view"]] = l["namespace"]
-			}
-		}
+	got := map[string]string{} // family/view → namespace
+	for _, ls := range seriesOf(t, s, "ns-b/tls-b") {
+		got[ls.family+"/"+ls.labels["view"]] = ls.labels["namespace"]
 	}
 	want := map[string]string{
 		"certdrift_certificate_info/desired":                        "",

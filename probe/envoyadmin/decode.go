@@ -16,7 +16,7 @@ package envoyadmin
 // field names or their lowerCamelCase JSON names, unknown fields ignored, Any values inline with
 // "@type" (v2 names read as their v3 replacements, unknown types skipped), int64/uint64 as numbers
 // or strings, bytes as standard or URL-safe base64 with or without padding, timestamps in RFC 3339.
-// Tests may still use go-control-plane to build fixtures; TestBinaryDoesNotLinkGoControlPlane keeps
+// Tests may still use go-control-plane to build fixtures; TestBinaryDependencies (cmd/certdrift) keeps
 // it out of the binary.
 
 import (

@@ -4,9 +4,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -451,34 +448,5 @@ func TestSnakeKeys(t *testing.T) {
 				t.Errorf("snakeKeys(%s) = %s, want %s", tc.in, got, tc.want)
 			}
 		})
-	}
-}
-
-// TestBinaryDoesNotLinkGoControlPlane keeps go-control-plane and protojson out of certdrift's
-// binary. Linking them costs every certdrift process ≈14 MB of RSS before it does anything (their
-// generated packages' init, descriptors and validation code; see decode.go), against a 50 MB
-// budget for a whole Kubernetes inventory (issue 4). Tests may import them; non-test code may not.
-func TestBinaryDoesNotLinkGoControlPlane(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(goBin); err != nil {
-		if goBin, err = exec.LookPath("go"); err != nil {
-			t.Fatalf("this test lists the binary's packages with the go command, which is not in GOROOT/bin or PATH: %v", err)
-		}
-	}
-	for _, pkg := range []string{"github.com/certdrift/certdrift/cmd/certdrift", "github.com/certdrift/certdrift/probe/envoyadmin"} {
-		out, err := exec.Command(goBin, "list", "-deps", pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
-		}
-		deps := strings.Fields(string(out))
-		if len(deps) < 10 {
-			t.Fatalf("go list -deps %s listed %d packages: %q", pkg, len(deps), deps)
-		}
-		for _, d := range deps {
-			if strings.HasPrefix(d, "github.com/envoyproxy/go-control-plane") || strings.HasPrefix(d, "github.com/cncf/xds") ||
-				d == "google.golang.org/protobuf/encoding/protojson" {
-				t.Errorf("%s links %s: go-control-plane's generated protobuf packages cost ≈14 MB of RSS in every certdrift process (issue 4); decode admin JSON with the structs of probe/envoyadmin/wire.go instead", pkg, d)
-			}
-		}
 	}
 }
