@@ -16,8 +16,9 @@ import (
 // Continuous repair (`certdrift serve --remediate`) runs the same Plan and Executor after every
 // round, but only in the replica that holds a coordination.k8s.io Lease (elect.go, not
 // client-go's tools/leaderelection, whose imports cost ≈10 MB of RSS): two exporters acting on
-// one report would evict two pods of a workload at once and defeat the one-pod-at-a-time guard. A replica that does not hold the Lease has no
-// worker at all, so it cannot act; a replica that loses it has its action's context cancelled.
+// one report would evict two pods of a workload at once and defeat the one-pod-at-a-time guard.
+// A replica that does not hold the Lease has no worker at all, so it cannot act; a replica that
+// loses it has its action's context cancelled.
 
 // LeaseConfig names the election Lease and paces it (client-go's defaults when zero: 15s, 10s,
 // 2s, as kube-controller-manager uses).
