@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/certdrift/certdrift/audit"
 )
@@ -218,14 +219,8 @@ func seriesFor(t *testing.T, s *Store, source string) int {
 	return len(seriesOf(t, s, source))
 }
 
-// labelledSeries is one gathered series: its family and labels.
-type labelledSeries struct {
-	family string
-	labels map[string]string
-}
-
-// seriesOf gathers the store's registry and returns the series whose source label is source.
-func seriesOf(t *testing.T, s *Store, source string) []labelledSeries {
+// gatherStore gathers the store's own registry.
+func gatherStore(t *testing.T, s *Store) []*dto.MetricFamily {
 	t.Helper()
 	reg, err := s.Registry()
 	if err != nil {
@@ -235,6 +230,19 @@ func seriesOf(t *testing.T, s *Store, source string) []labelledSeries {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mfs
+}
+
+// labelledSeries is one gathered series: its family and labels.
+type labelledSeries struct {
+	family string
+	labels map[string]string
+}
+
+// seriesOf gathers the store's registry and returns the series whose source label is source.
+func seriesOf(t *testing.T, s *Store, source string) []labelledSeries {
+	t.Helper()
+	mfs := gatherStore(t, s)
 	var out []labelledSeries
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
@@ -278,14 +286,7 @@ func TestShardsPartitionTheWorld(t *testing.T) {
 func exposed(t *testing.T, s *Store, r Round) map[string]bool {
 	t.Helper()
 	s.Record(r)
-	reg, err := s.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := gatherStore(t, s)
 	out := map[string]bool{}
 	for _, mf := range mfs {
 		switch mf.GetName() {
