@@ -28,6 +28,7 @@ import (
 
 	"github.com/certdrift/certdrift/dashboards"
 	"github.com/certdrift/certdrift/test/envoytest"
+	"github.com/certdrift/certdrift/test/standalone"
 )
 
 // varFlags collects repeated -var name=value.
@@ -66,10 +67,8 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	r := newRunner()
-	code := 0
-	func() {
-		defer r.recoverFatal(&code)
+	r := standalone.New("render")
+	return r.Run(func() {
 		if *out == "" {
 			root, err := envoytest.RepoRoot()
 			if err != nil {
@@ -112,9 +111,7 @@ func run(args []string) int {
 		for _, x := range res {
 			fmt.Println("wrote", x.PNG)
 		}
-	}()
-	r.cleanup()
-	return code
+	}, 1)
 }
 
 // scenarioNote is printed on every page so nobody mistakes the data for a production fleet.
@@ -128,62 +125,4 @@ func newWindow(start, end time.Time) window {
 		step = time.Second
 	}
 	return window{Start: start.Truncate(time.Second), End: end.Truncate(time.Second), Step: step}
-}
-
-// runner lets the command use the test helpers (test/certs, test/envoytest) outside `go test`:
-// it implements TB, with cleanups run at exit and Fatalf ending the run with a message.
-type runner struct {
-	dir      string
-	cleanups []func()
-	failed   bool
-}
-
-type fatal struct{ msg string }
-
-func newRunner() *runner {
-	dir, err := os.MkdirTemp("", "certdrift-render-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "render:", err)
-		os.Exit(2)
-	}
-	return &runner{dir: dir}
-}
-
-func (r *runner) Helper() {}
-
-func (r *runner) Logf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-
-func (r *runner) Fatalf(format string, args ...any) {
-	r.failed = true
-	panic(fatal{fmt.Sprintf(format, args...)})
-}
-
-func (r *runner) Failed() bool { return r.failed }
-
-func (r *runner) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
-
-func (r *runner) TempDir() string {
-	d, err := os.MkdirTemp(r.dir, "")
-	if err != nil {
-		r.Fatalf("%v", err)
-	}
-	return d
-}
-
-func (r *runner) recoverFatal(code *int) {
-	if p := recover(); p != nil {
-		f, ok := p.(fatal)
-		if !ok {
-			panic(p)
-		}
-		fmt.Fprintln(os.Stderr, "render failed:", f.msg)
-		*code = 1
-	}
-}
-
-func (r *runner) cleanup() {
-	for i := len(r.cleanups) - 1; i >= 0; i-- {
-		r.cleanups[i]()
-	}
-	os.RemoveAll(r.dir)
 }

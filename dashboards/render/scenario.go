@@ -14,7 +14,7 @@ import (
 	"github.com/certdrift/certdrift/test/proc"
 )
 
-// TB is the part of testing.TB the scenario uses; *testing.T and the command's runner have it.
+// TB is the part of testing.TB the scenario uses; *testing.T and standalone.Runner have it.
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)

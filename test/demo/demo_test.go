@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/certdrift/certdrift/test/standalone"
 )
 
 // TestDemo runs the quickstart as the README shows it and checks the story it tells: clean before
@@ -16,16 +18,11 @@ func TestDemo(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/certdrift/certdrift/cmd/certdrift").CombinedOutput(); err != nil {
 		t.Fatalf("build certdrift: %v\n%s", err, out)
 	}
-	r := newRunner(false)
+	r := standalone.New("demo")
 	var out strings.Builder
-	code := 0
-	func() {
-		defer r.recoverFatal(&code)
-		run(r, &out, bin)
-	}()
-	r.cleanup()
-	if _, err := os.Stat(r.dir); !os.IsNotExist(err) {
-		t.Errorf("demo left %s behind", r.dir)
+	code := r.Run(func() { run(r, &out, bin) }, 2)
+	if _, err := os.Stat(r.Dir()); !os.IsNotExist(err) {
+		t.Errorf("demo left %s behind", r.Dir())
 	}
 	text := out.String()
 	if code != 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/certdrift/certdrift/test/atomicdir"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
+	"github.com/certdrift/certdrift/test/standalone"
 )
 
 const host = "www.example.com"
@@ -31,17 +32,12 @@ func main() {
 	bin := flag.String("certdrift", "bin/certdrift", "the certdrift binary to run")
 	keep := flag.Bool("keep", false, "keep the temporary directory (certificates, configs, Envoy logs)")
 	flag.Parse()
-	r := newRunner(*keep)
-	code := 0
-	func() {
-		defer r.recoverFatal(&code)
-		run(r, os.Stdout, *bin)
-	}()
-	r.cleanup()
-	os.Exit(code)
+	r := standalone.New("demo")
+	r.Keep = *keep
+	os.Exit(r.Run(func() { run(r, os.Stdout, *bin) }, 2))
 }
 
-func run(r *runner, out io.Writer, bin string) {
+func run(r *standalone.Runner, out io.Writer, bin string) {
 	if _, err := os.Stat(bin); err != nil {
 		r.Fatalf("certdrift binary %s not found (build it with `make build`, or pass -certdrift): %v", bin, err)
 	}
@@ -108,7 +104,7 @@ policy:
 }
 
 // audit runs the real certdrift binary and shows its output and exit code.
-func audit(r *runner, out io.Writer, bin, cfg string) {
+func audit(r *standalone.Runner, out io.Writer, bin, cfg string) {
 	cmd := exec.Command(bin, "audit", "--config", cfg)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
