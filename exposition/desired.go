@@ -137,12 +137,8 @@ func spliceDesired(oldText *textCache, old, next *snapshot, upds []DesiredUpdate
 		}
 	}
 	for len(src) > 0 {
-		line := src
-		if i := bytes.IndexByte(src, '\n'); i >= 0 {
-			line, src = src[:i+1], src[i+1:]
-		} else {
-			src = nil
-		}
+		var line []byte
+		line, src = cutLine(src)
 		if name, ok := helpName(line); ok && name != family {
 			endFamily()
 			family, famStart, samples = name, len(out), 0
@@ -175,12 +171,8 @@ func splitFamilies(text []byte) (headers, bodies map[string][]byte, order []stri
 	headers, bodies = map[string][]byte{}, map[string][]byte{}
 	family := ""
 	for len(text) > 0 {
-		line := text
-		if i := bytes.IndexByte(text, '\n'); i >= 0 {
-			line, text = text[:i+1], text[i+1:]
-		} else {
-			text = nil
-		}
+		var line []byte
+		line, text = cutLine(text)
 		if name, ok := helpName(line); ok && name != family {
 			family = name
 			order = append(order, name)
@@ -192,6 +184,14 @@ func splitFamilies(text []byte) (headers, bodies map[string][]byte, order []stri
 		}
 	}
 	return headers, bodies, order
+}
+
+// cutLine splits the first line (with its newline, if any) off text.
+func cutLine(text []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(text, '\n'); i >= 0 {
+		return text[:i+1], text[i+1:]
+	}
+	return text, nil
 }
 
 // helpName is the family a "# HELP name ..." or "# TYPE name ..." line starts.

@@ -140,12 +140,8 @@ func acceptsGzip(r *http.Request) bool {
 func dropEmptyLabels(text []byte) []byte {
 	out := make([]byte, 0, len(text))
 	for len(text) > 0 {
-		line := text
-		if i := bytes.IndexByte(text, '\n'); i >= 0 {
-			line, text = text[:i+1], text[i+1:]
-		} else {
-			text = nil
-		}
+		var line []byte
+		line, text = cutLine(text)
 		out = appendWithoutEmptyLabels(out, line)
 	}
 	return out

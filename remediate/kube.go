@@ -174,6 +174,15 @@ func waitRollout(ctx context.Context, c *kubeapi.Client, namespace, workload str
 	}
 }
 
+// specReplicas is a workload's desired replica count: 1 when the spec leaves it unset, as the API
+// server defaults it.
+func specReplicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
 func rolloutDone(ctx context.Context, c *kubeapi.Client, namespace, kind, name string, gen int64) (bool, string, error) {
 	switch kind {
 	case "Deployment":
@@ -181,10 +190,7 @@ func rolloutDone(ctx context.Context, c *kubeapi.Client, namespace, kind, name s
 		if err != nil {
 			return false, "", err
 		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
+		want := specReplicas(d.Spec.Replicas)
 		s := d.Status
 		return s.ObservedGeneration >= gen && s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas == want,
 			fmt.Sprintf("%d/%d updated, %d total, %d available", s.UpdatedReplicas, want, s.Replicas, s.AvailableReplicas), nil
@@ -201,10 +207,7 @@ func rolloutDone(ctx context.Context, c *kubeapi.Client, namespace, kind, name s
 		if err != nil {
 			return false, "", err
 		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
+		want := specReplicas(d.Spec.Replicas)
 		s := d.Status
 		return s.ObservedGeneration >= gen && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.CurrentRevision == s.UpdateRevision,
 			fmt.Sprintf("%d/%d updated, %d ready", s.UpdatedReplicas, want, s.ReadyReplicas), nil
