@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/proc"
 )
 
 func TestServeFlagErrors(t *testing.T) {
@@ -57,24 +58,6 @@ func TestServeFlagErrors(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is written by the exporter's logger while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // blackhole accepts connections and never answers: an Envoy admin that hangs, so that the first
@@ -159,7 +142,7 @@ func TestServeLifecycle(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &proc.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--config", cfgPath, "--web.listen-address", "127.0.0.1:0",
@@ -258,7 +241,7 @@ func TestServeWebConfigAuth(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &proc.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--config", cfgPath, "--web.listen-address", "127.0.0.1:0", "--web.config.file", webCfg,

@@ -5,11 +5,13 @@
 package proc
 
 import (
+	"bytes"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -85,4 +87,22 @@ func WriteFile(tb TB, path, body string) {
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		tb.Fatalf("write %s: %v", path, err)
 	}
+}
+
+// SyncBuffer collects a process's output while a test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

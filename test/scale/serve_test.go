@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/certdrift/certdrift/test/proc"
 	"github.com/certdrift/certdrift/test/testbed"
 )
 
@@ -44,7 +44,7 @@ func TestServeScale(t *testing.T) {
 	}
 	bin := buildCertdrift(t)
 
-	addr := freeAddr(t)
+	addr := proc.FreeAddr(t)
 	var logs bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, "serve", "--kubeconfig", tb.KubeconfigPath, "--web.listen-address", addr, "--interval", "30s")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
@@ -259,16 +259,6 @@ func procMemory(t *testing.T, pid int) (rss, hwm int64) {
 		}
 	}
 	return rss, hwm
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func tail(s string, n int) string {

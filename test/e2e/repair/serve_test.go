@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/proc"
 	"github.com/certdrift/certdrift/test/testbed"
 )
 
@@ -30,19 +30,9 @@ type exporter struct {
 	logs *bytes.Buffer
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func startServe(t *testing.T, tb *testbed.Testbed, name string) *exporter {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := proc.FreeAddr(t)
 	args := []string{"serve", "--kubeconfig", tb.KubeconfigPath, "--namespace", "static-tls", "--grace", grace.String(),
 		"--interval", "2s", "--web.listen-address", addr,
 		"--remediate", "--remediate-lease-namespace", "default", "--remediate-budget", "5",

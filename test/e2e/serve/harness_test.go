@@ -1,12 +1,10 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,42 +12,25 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/certdrift/certdrift/test/proc"
 )
-
-// syncBuffer collects a process's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // exporter is a running `certdrift serve`.
 type exporter struct {
 	cmd  *exec.Cmd
 	addr string
-	logs *syncBuffer
+	logs *proc.SyncBuffer
 }
 
 // startServe runs the certdrift binary's serve command on a loopback port and waits until it says
 // where it listens. It is stopped with SIGTERM at the end of the test, and must exit 0.
 func startServe(t *testing.T, args ...string) *exporter {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &proc.SyncBuffer{}
 	cmd := exec.Command(certdriftBin, append([]string{"serve", "--web.listen-address", "127.0.0.1:0"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -110,7 +91,7 @@ func (x *exporter) metrics(t *testing.T) string {
 // prometheus is a real Prometheus server scraping one target every second.
 type prometheus struct {
 	url  string
-	logs *syncBuffer
+	logs *proc.SyncBuffer
 }
 
 func startPrometheus(t *testing.T, target string) *prometheus {
@@ -128,8 +109,8 @@ func startPrometheus(t *testing.T, target string) *prometheus {
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	logs := &syncBuffer{}
+	addr := proc.FreeAddr(t)
+	logs := &proc.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
@@ -151,16 +132,6 @@ func startPrometheus(t *testing.T, target string) *prometheus {
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
 	return p
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // sample is one element of an instant vector.
