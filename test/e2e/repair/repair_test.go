@@ -242,17 +242,7 @@ func TestRepair(t *testing.T) {
 	if got := uids(ready(ctx, t, tb, "plain-sds")); !mapsEqual(got, sds) {
 		t.Errorf("converged plain-sds pods were touched: %v, before %v", got, sds)
 	}
-	events, err := tb.Client.CoreV1().Events("static-tls").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evicted := 0
-	for _, e := range events.Items {
-		if e.Reason == "CertdriftEvicted" && e.InvolvedObject.Kind == "Pod" {
-			evicted++
-		}
-	}
-	if evicted != 2 {
+	if evicted := evictedEvents(ctx, t, tb, "static-tls"); evicted != 2 {
 		t.Errorf("%d CertdriftEvicted events in static-tls, want 2", evicted)
 	}
 
@@ -315,4 +305,20 @@ func mapsEqual(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// evictedEvents counts the CertdriftEvicted Events about pods in namespace.
+func evictedEvents(ctx context.Context, t *testing.T, tb *testbed.Testbed, namespace string) int {
+	t.Helper()
+	events, err := tb.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events.Items {
+		if e.Reason == "CertdriftEvicted" && e.InvolvedObject.Kind == "Pod" {
+			n++
+		}
+	}
+	return n
 }

@@ -200,17 +200,7 @@ func TestServeRemediateOneLeader(t *testing.T) {
 			t.Errorf("follower %s counted %v %s actions, want every counter 0", follower.name, v, outcome)
 		}
 	}
-	events, err := tb.Client.CoreV1().Events("static-tls").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evicted := 0
-	for _, e := range events.Items {
-		if e.Reason == "CertdriftEvicted" && e.InvolvedObject.Kind == "Pod" {
-			evicted++
-		}
-	}
-	if evicted != 2 {
+	if evicted := evictedEvents(ctx, t, tb, "static-tls"); evicted != 2 {
 		t.Errorf("%d CertdriftEvicted events, want 2 (one per stale pod, from one replica)", evicted)
 	}
 	l, err := tb.Client.CoordinationV1().Leases("default").Get(ctx, "certdrift-remediate", metav1.GetOptions{})
