@@ -27,6 +27,9 @@ const (
 	WeakCrypto           Code = "WEAK_CRYPTO"
 	ParseError           Code = "PARSE_ERROR"
 	Unreachable          Code = "UNREACHABLE"
+	StaleTrust           Code = "STALE_TRUST"
+	LingeringContext     Code = "LINGERING_CONTEXT"
+	SourceMissing        Code = "SOURCE_MISSING"
 )
 
 // AllCodes lists every code, in documentation order.
@@ -34,8 +37,12 @@ var AllCodes = []Code{
 	StaleLoaded, StaleServed, LoadedServedMismatch, ReplicaDivergence,
 	Expired, Expiring, NotYetValid, CABundleGap, CABundleHygiene, ChainIncomplete,
 	KeyMismatch, HostnameMismatch, RotationFailed, StaleProcess, SubPathMount, WeakCrypto,
-	ParseError, Unreachable,
+	ParseError, Unreachable, StaleTrust, LingeringContext, SourceMissing,
 }
+
+// gapCodes mark input that could not be judged: a report holding one is not complete coverage,
+// whatever the severity.
+var gapCodes = map[Code]bool{ParseError: true, Unreachable: true, SourceMissing: true}
 
 // Severity orders findings. The zero value is invalid.
 type Severity int

@@ -74,6 +74,21 @@ type Summary struct {
 	Handshakes     int            `json:"handshakes"`
 	Bindings       int            `json:"bindings"`
 	Findings       map[string]int `json:"findings_by_severity"`
+	Coverage       Coverage       `json:"coverage"`
+}
+
+// Coverage says how much of what was found could be judged: "judged N of M bindings, K of L
+// handshakes". A report is clean only when it is complete; a binding that could not be judged
+// (state unknown), a handshake that returned no certificate, and an input that could not be read
+// or parsed (UNREACHABLE, PARSE_ERROR, SOURCE_MISSING) each make it incomplete.
+type Coverage struct {
+	BindingsJudged   int `json:"bindings_judged"`
+	Bindings         int `json:"bindings"`
+	HandshakesJudged int `json:"handshakes_judged"`
+	Handshakes       int `json:"handshakes"`
+	// Gaps counts the findings that mark input not judged.
+	Gaps     int  `json:"gaps"`
+	Complete bool `json:"complete"`
 }
 
 // Binding ties one desired certificate to a place where an Envoy must load and serve it.
@@ -92,8 +107,14 @@ type Binding struct {
 	// How the binding was established: "config", "path" (certificate path matches a desired file),
 	// "sds-name", or "inferred" (same subject/SANs, different serial).
 	Origin string `json:"origin"`
+	// Trust is set for a trust binding: the desired CA bundle of Source against the validation
+	// context the Envoy loaded from it (Secret and File then name the validation secret and the
+	// CA file).
+	Trust bool `json:"trust,omitempty"`
 	// State is converged, converging, stale or unknown (see the State* constants).
 	State string `json:"state"`
+	// Reason says why a binding is unknown: which view was missing.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Inferred reports whether the binding is a heuristic match.

@@ -84,6 +84,16 @@ type Binding struct {
 	Item   string `yaml:"item"`
 	Secret string `yaml:"secret"` // SDS secret name as in config_dump
 	File   string `yaml:"file"`   // certificate path as in /certs or config_dump
+	// CAFile is where the Envoy reads this source's CA bundle (its ca.crt), as /certs
+	// (ca_cert path) or config_dump (trusted_ca filename) print it: it binds the source's
+	// desired bundle to the validation contexts that load it. Kubernetes mode sets it from the
+	// pod's mounts; a CA-only source (a ConfigMap, an Opaque Secret holding only ca.crt) has a
+	// CAFile and no File.
+	CAFile string `yaml:"ca_file"`
+	// Dir is the directory the Envoy sees the source in (a Secret volume's mount path): an SDS
+	// watched_directory equal to it ties the secrets read from there, certificate and
+	// validation context alike, to this source.
+	Dir string `yaml:"dir"`
 	// Origin is set by discovery (Kubernetes mode: "path", "sds-name"), never by a file; empty
 	// means the binding is explicit configuration.
 	Origin string `yaml:"-"`
