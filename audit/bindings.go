@@ -2,6 +2,7 @@ package audit
 
 import (
 	"cmp"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -39,7 +40,21 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	}
 	name := ev.Config.Name
 	for _, cb := range ev.Config.Bindings {
-		add(&Binding{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File, Origin: cmp.Or(cb.Origin, OriginConfig)})
+		origin := cmp.Or(cb.Origin, OriginConfig)
+		d := a.desired.lookup(cb.Source, cb.Item)
+		switch {
+		case d == nil && origin == OriginConfig:
+			// Named explicitly, and not there: a gap, never a silent pass.
+			a.reportMissingSource(Subject{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File},
+				fmt.Sprintf("Envoy %s is bound to %s", name, refName(cb.Source, cb.Item)))
+		case d == nil:
+			// A mount of something that holds no certificate (a config Secret, a Secret the
+			// inventory's filters leave out): nothing to judge.
+			continue
+		case a.trustOnly(ev, cb, d):
+			continue // judged as trust (trust.go)
+		}
+		add(&Binding{Envoy: name, Source: cb.Source, Item: cb.Item, Secret: cb.Secret, File: cb.File, Origin: origin})
 	}
 	for _, ep := range ev.Config.Endpoints {
 		if ep.Source != "" {
@@ -100,6 +115,41 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 		}
 	}
 	return bs
+}
+
+// trustOnly reports whether an explicit binding locates only the source's CA bundle: no
+// certificate file, and an SDS name (if any) that the Envoy holds as a validation context only;
+// or a desired source that holds a bundle and no certificate (a ConfigMap, a CA-only Secret).
+func (a *auditor) trustOnly(ev *EnvoyView, cb config.Binding, d *desiredCert) bool {
+	if len(d.it.Chain) == 0 && d.it.ChainErr == nil && (len(d.it.CA) > 0 || d.it.CAErr != nil) {
+		return true
+	}
+	if cb.File != "" || (cb.Secret == "" && cb.CAFile == "" && cb.Dir == "") {
+		return false
+	}
+	if cb.Secret == "" {
+		return cb.CAFile != ""
+	}
+	if ev.Admin == nil {
+		return false
+	}
+	validation := false
+	for _, s := range ev.Admin.Secrets {
+		if s.Name == cb.Secret {
+			if s.HasCertificate {
+				return false
+			}
+			validation = validation || s.HasValidation
+		}
+	}
+	return validation
+}
+
+func refName(source, item string) string {
+	if item == "" {
+		return source
+	}
+	return source + "/" + item
 }
 
 // bindingForEndpoint finds which binding a TLS endpoint and SNI serve: the endpoint's explicit

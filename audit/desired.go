@@ -2,7 +2,9 @@ package audit
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"time"
 
@@ -79,7 +81,10 @@ func (ix *desiredIndex) lookup(source, item string) *desiredCert {
 func (a *auditor) checkDesired(obs []files.Observation) {
 	for i := range obs {
 		o := &obs[i]
-		if o.Err != nil {
+		if o.Err != nil && errors.Is(o.Err, fs.ErrNotExist) {
+			a.reportMissingSource(Subject{Source: o.Source.Name, File: cmpOr(o.Source.Dir, o.Source.CertFile)},
+				fmt.Sprintf("desired source %q could not be read: %v", o.Source.Name, o.Err))
+		} else if o.Err != nil {
 			a.add(Finding{Code: ParseError, Severity: Warning,
 				Subject: Subject{Source: o.Source.Name, File: o.Source.Dir},
 				Message: fmt.Sprintf("desired source %q could not be read: %v", o.Source.Name, o.Err),
@@ -93,7 +98,11 @@ func (a *auditor) checkDesired(obs []files.Observation) {
 			file string
 			what string
 		}{{it.ChainErr, it.CertPath, "certificate"}, {it.KeyErr, it.KeyPath, "private key"}, {it.CAErr, it.CAPath, "CA bundle"}} {
-			if e.err != nil {
+			if e.err != nil && errors.Is(e.err, fs.ErrNotExist) {
+				s := d.subject()
+				s.File = e.file
+				a.reportMissingSource(s, fmt.Sprintf("%s of %s: %s does not exist", e.what, d.name(), e.file))
+			} else if e.err != nil {
 				s := d.subject()
 				s.File = e.file
 				a.add(Finding{Code: ParseError, Severity: Warning, Subject: s,
@@ -119,6 +128,15 @@ func (a *auditor) checkDesired(obs []files.Observation) {
 			a.checkBundleCovers(d.subject(), Critical, it.CA, d.leaf, it.Chain[1:], fmt.Sprintf("the CA bundle %s beside it", it.CAPath))
 		}
 	}
+}
+
+// reportMissingSource reports SOURCE_MISSING: something the configuration names that is not
+// there, so nothing about it was judged.
+func (a *auditor) reportMissingSource(s Subject, what string) {
+	a.add(Finding{Code: SourceMissing, Severity: Warning, Subject: s,
+		Evidence: map[string]string{"reason": "not_found"},
+		Message:  what + "; nothing about it was judged",
+		Advice:   "fix the path or name in the configuration, or create it; if a filter (--secret-selector, --secret-type, --exclude-namespace) leaves it out, widen the filter"})
 }
 
 // checkBundleCovers reports CA_BUNDLE_GAP when bundle cannot verify leaf (through the given

@@ -1,17 +1,20 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
+	"math/big"
 	"net"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
@@ -53,13 +56,19 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 	name := ev.Config.Name
 	if ev.Admin != nil {
 		a.checkAdminErrors(ev)
+		a.checkLoadedParse(ev)
 	}
 	bs := a.envoyBindings(ev)
 	state := map[*Binding]string{}
+	why := map[*Binding]string{}
 	loaded := map[*Binding][]loadedCert{}
+	judgeLoaded := func(b *Binding) {
+		var problem string
+		loaded[b], problem = a.loadedFor(ev.Admin, b)
+		state[b], why[b] = a.checkLoaded(ev, b, loaded[b], problem)
+	}
 	for _, b := range bs {
-		loaded[b] = a.loadedFor(ev.Admin, b)
-		state[b] = a.checkLoaded(ev, b, loaded[b])
+		judgeLoaded(b)
 	}
 	if ev.Admin != nil {
 		a.checkRotation(ev, bs, state)
@@ -70,8 +79,7 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 		b := a.bindingForEndpoint(ev, bs, ep, r.Target.SNI)
 		if b != nil && !containsPtr(bs, b) {
 			bs = append(bs, b)
-			loaded[b] = a.loadedFor(ev.Admin, b)
-			state[b] = a.checkLoaded(ev, b, loaded[b])
+			judgeLoaded(b)
 		}
 		if b != nil {
 			b.Endpoint = r.Target.Address
@@ -81,6 +89,9 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 		}
 		if s := a.checkServed(name, r, b, loaded[b]); b != nil && s != "" && state[b] != StateStale {
 			state[b] = s
+			if s == StateUnknown && why[b] == "" {
+				why[b] = "the handshake returned no certificate"
+			}
 		}
 		rec := servedRecord{ev: ev, r: r}
 		if b != nil {
@@ -91,8 +102,12 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 	a.checkProcess(ev, bs, state, loaded)
 	for _, b := range bs {
 		b.State = state[b]
+		if b.State == StateUnknown {
+			b.Reason = why[b]
+		}
 		a.bindings = append(a.bindings, *b)
 	}
+	a.checkTrust(ev)
 }
 
 func containsPtr(bs []*Binding, b *Binding) bool {
@@ -114,7 +129,8 @@ func contains(xs []string, x string) bool {
 }
 
 // checkAdminErrors turns failed admin reads into UNREACHABLE (nothing answered) or PARSE_ERROR
-// (something answered, but not with what an Envoy admin sends).
+// (something answered, but not with what an Envoy admin sends). Each finding names the admin
+// endpoint once, in its subject and message, and carries the reason as evidence.
 func (a *auditor) checkAdminErrors(ev *EnvoyView) {
 	snap := ev.Admin
 	s := Subject{Envoy: ev.Config.Name, Endpoint: snap.AdminURL}
@@ -130,7 +146,7 @@ func (a *auditor) checkAdminErrors(ev *EnvoyView) {
 	}
 	if unreachable == len(errs) {
 		a.add(Finding{Code: Unreachable, Severity: Warning, Subject: s,
-			Message:  fmt.Sprintf("Envoy admin %s did not answer: %v", snap.AdminURL, errs[0].err),
+			Message:  fmt.Sprintf("Envoy admin %s did not answer: %s", snap.AdminURL, errText(errs[0].err, snap.AdminURL)),
 			Advice:   "the loaded view of this Envoy was not checked; check the admin address and that Envoy is running",
 			Evidence: map[string]string{"reason": reason(errs[0].err)}})
 		return
@@ -139,13 +155,84 @@ func (a *auditor) checkAdminErrors(ev *EnvoyView) {
 		if e.err == nil {
 			continue
 		}
-		code := ParseError
+		code, r := ParseError, "malformed"
 		if isUnreachable(e.err) {
-			code = Unreachable
+			code, r = Unreachable, reason(e.err)
 		}
 		a.add(Finding{Code: code, Severity: Warning, Subject: s,
-			Message: fmt.Sprintf("Envoy admin %s%s: %v", snap.AdminURL, e.what, e.err),
-			Advice:  "the checks that need " + e.what + " were skipped for this Envoy"})
+			Evidence: map[string]string{"reason": r, "endpoint": e.what},
+			Message:  fmt.Sprintf("Envoy admin %s, %s: %s", snap.AdminURL, e.what, errText(e.err, snap.AdminURL)),
+			Advice:   "the checks that need " + e.what + " were skipped for this Envoy"})
+	}
+}
+
+// errText is an error's message without the admin URL the finding already names, and with
+// bytes that are not printable UTF-8 escaped, so that a hostile server cannot garble a report.
+func errText(err error, adminURL string) string {
+	msg := err.Error()
+	if adminURL != "" {
+		base := strings.TrimRight(adminURL, "/")
+		msg = strings.ReplaceAll(msg, base+"/", "/")
+		msg = strings.ReplaceAll(msg, base, "")
+	}
+	return printable(msg)
+}
+
+// printable keeps valid UTF-8 text as it is (names in certificates are not always ASCII) and
+// writes control characters and invalid bytes as escapes.
+func printable(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// checkLoadedParse reports every part of the loaded view that was there but could not be read:
+// certificate bytes in a config_dump secret that are not a certificate (elided, truncated,
+// garbage), trust CAs that do not parse, /certs entries whose serial or dates are not what
+// Envoy prints, and config_dump entries the parser had to skip. Each is a gap in coverage: the
+// checks that needed it did not run.
+func (a *auditor) checkLoadedParse(ev *EnvoyView) {
+	snap := ev.Admin
+	parseErr := func(s Subject, field string, err error) {
+		s.Envoy, s.Endpoint = ev.Config.Name, snap.AdminURL
+		a.add(Finding{Code: ParseError, Severity: Warning, Subject: s,
+			Evidence: map[string]string{"reason": "malformed", "field": field},
+			Message:  fmt.Sprintf("Envoy %s %s: %s", ev.Config.Name, field, errText(err, snap.AdminURL)),
+			Advice:   "this part of what Envoy holds could not be judged; fetch it with curl and check what Envoy printed (an admin behind a filter that elides data, or a corrupted secret)"})
+	}
+	for _, s := range snap.Secrets {
+		where := fmt.Sprintf("config_dump %s secret %q", s.State, s.Name)
+		if s.ChainErr != nil {
+			parseErr(Subject{Secret: s.Name, File: s.CertFile}, where+" certificate chain", s.ChainErr)
+		} else if s.HasCertificate && len(s.Chain) == 0 && s.CertFile == "" {
+			parseErr(Subject{Secret: s.Name}, where+" certificate chain", errors.New("holds no certificate"))
+		}
+		if s.ValidationCAErr != nil {
+			parseErr(Subject{Secret: s.Name, File: s.CAFile}, where+" trusted CA", s.ValidationCAErr)
+		}
+	}
+	for _, c := range snap.Contexts {
+		for _, group := range [][]envoyadmin.CertDetail{c.Chain, c.CA} {
+			for _, cd := range group {
+				if cd.Serial == nil && cd.SerialText != "" {
+					parseErr(Subject{File: cd.Path}, fmt.Sprintf("/certs entry %s", cd.Path), fmt.Errorf("serial number %q is not hexadecimal", cd.SerialText))
+				}
+			}
+		}
+	}
+	for _, part := range snap.ConfigSkipped {
+		parseErr(Subject{}, "config_dump entry", errors.New(part))
 	}
 }
 
@@ -175,12 +262,15 @@ func reason(err error) string {
 }
 
 // loadedFor collects what the Envoy reports holding for a binding, from config_dump secrets (full
-// certificates when inlined) and /certs entries whose path is the binding's file.
-func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) []loadedCert {
+// certificates when inlined) and /certs entries whose path is the binding's file, newest first
+// (see byNewest). problem says why nothing usable was found when something was there: a bound
+// secret whose certificate did not parse.
+func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) ([]loadedCert, string) {
 	if snap == nil {
-		return nil
+		return nil, "no admin endpoint to read the loaded view from"
 	}
 	var out []loadedCert
+	var problem string
 	files := map[string]bool{}
 	if b.File != "" {
 		files[filepath.Clean(b.File)] = true
@@ -195,35 +285,85 @@ func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) []loadedCert 
 			}
 			if len(s.Chain) > 0 {
 				out = append(out, inUse(snap, s)...)
+			} else if s.ChainErr != nil {
+				problem = fmt.Sprintf("the certificate of config_dump secret %q could not be parsed", s.Name)
 			}
 		}
 	}
-	seen := map[string]bool{}
 	byPath := a.leavesByPath(snap)
 	for _, f := range slices.Sorted(maps.Keys(files)) { // sorted: the same inputs give the same report
 		for _, cd := range byPath[f] {
-			v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
-			if seen[v.key()] { // /certs repeats one entry per live TLS context
-				continue
-			}
-			seen[v.key()] = true
-			out = append(out, loadedCert{v: v, where: "/certs"})
+			out = append(out, loadedCert{v: validityOfDetail(cd), where: "/certs"})
 		}
+	}
+	out = byNewest(out)
+	if len(out) == 0 && problem == "" {
+		switch {
+		case snap.CertsErr != nil && snap.ConfigErr != nil:
+			problem = "the admin's /certs and /config_dump could not be read"
+		default:
+			problem = "the Envoy's admin shows no certificate for it"
+		}
+	}
+	return out, problem
+}
+
+func validityOfDetail(cd envoyadmin.CertDetail) validity {
+	return validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
+}
+
+// byNewest orders what an Envoy holds for one binding newest first (latest notBefore, then
+// latest notAfter, then serial), with repeats removed: /certs lists one entry per live TLS
+// context in no defined order, and a draining listener's context can outlive the one that
+// replaced it, so the position of an entry says nothing. The newest is taken as the one in use
+// when none is the desired certificate.
+func byNewest(ls []loadedCert) []loadedCert {
+	slices.SortStableFunc(ls, func(x, y loadedCert) int {
+		return cmp.Or(
+			y.v.notBefore.Compare(x.v.notBefore),
+			y.v.notAfter.Compare(x.v.notAfter),
+			compareSerial(y.v.serial, x.v.serial),
+			compareBool(x.cert == nil, y.cert == nil), // a full certificate says more than /certs
+			cmp.Compare(x.where, y.where),
+		)
+	})
+	seen := map[string]bool{}
+	out := ls[:0]
+	for _, l := range ls {
+		if seen[l.v.key()] {
+			continue
+		}
+		seen[l.v.key()] = true
+		out = append(out, l)
 	}
 	return out
 }
 
+func compareSerial(x, y *big.Int) int {
+	switch {
+	case x == nil && y == nil:
+		return 0
+	case x == nil:
+		return -1
+	case y == nil:
+		return 1
+	}
+	return x.Cmp(y)
+}
+
 // leavesByPath indexes the leaves of /certs by cleaned path, once per snapshot, so that finding
-// what an Envoy holds for each of its bindings stays linear in the number of contexts.
+// what an Envoy holds for each of its bindings stays linear in the number of contexts. Every
+// cert_chain entry of a context is a leaf: Envoy lists one per tls_certificate (an RSA and an
+// ECDSA certificate on one context are two entries), never intermediates.
 func (a *auditor) leavesByPath(snap *envoyadmin.Snapshot) map[string][]envoyadmin.CertDetail {
 	if m, ok := a.pathIndex[snap]; ok {
 		return m
 	}
 	m := map[string][]envoyadmin.CertDetail{}
 	for _, c := range snap.Contexts {
-		if len(c.Chain) > 0 {
-			p := filepath.Clean(c.Chain[0].Path)
-			m[p] = append(m[p], c.Chain[0])
+		for _, cd := range c.Chain {
+			p := filepath.Clean(cd.Path)
+			m[p] = append(m[p], cd)
 		}
 	}
 	a.pathIndex[snap] = m
@@ -245,17 +385,15 @@ func inUse(snap *envoyadmin.Snapshot, s envoyadmin.Secret) []loadedCert {
 	var same []loadedCert
 	seen := map[string]bool{}
 	for _, c := range snap.Contexts {
-		if len(c.Chain) == 0 {
-			continue
-		}
-		cd := c.Chain[0]
-		v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
-		if matchesSummary(v, leaf) {
-			return []loadedCert{accepted}
-		}
-		if sameNames(cd.DNSNames, leaf.DNSNames) && sameNames(cd.URIs, uriStrings(leaf)) && !seen[v.key()] {
-			seen[v.key()] = true
-			same = append(same, loadedCert{v: v, where: "/certs (config_dump secret " + s.Name + " holds a certificate no TLS context uses)"})
+		for _, cd := range c.Chain {
+			v := validityOfDetail(cd)
+			if matchesSummary(v, leaf) {
+				return []loadedCert{accepted}
+			}
+			if sameNames(cd.DNSNames, leaf.DNSNames) && sameNames(cd.URIs, uriStrings(leaf)) && !seen[v.key()] {
+				seen[v.key()] = true
+				same = append(same, loadedCert{v: v, where: "/certs (config_dump secret " + s.Name + " holds a certificate no TLS context uses)"})
+			}
 		}
 	}
 	if len(same) == 0 {
@@ -289,22 +427,47 @@ func (a *auditor) stale(d *desiredCert) (bool, time.Duration) {
 	return d.changedAt.IsZero() || age > a.policy.Grace.D(), age
 }
 
-// checkLoaded compares the loaded view of a binding with its desired certificate.
-func (a *auditor) checkLoaded(ev *EnvoyView, b *Binding, loaded []loadedCert) string {
+// checkLoaded compares the loaded view of a binding with its desired certificate and returns the
+// binding's state, with the reason when it is unknown. The binding is converged when any
+// certificate the Envoy holds for it is the desired one; the others are lingering contexts
+// (LINGERING_CONTEXT, info). Otherwise the newest is reported as loaded, and the rest as
+// lingering: the verdict is the same for every order Envoy lists them in.
+func (a *auditor) checkLoaded(ev *EnvoyView, b *Binding, loaded []loadedCert, problem string) (string, string) {
 	d := a.desired.lookup(b.Source, b.Item)
-	if d == nil || d.leaf == nil || len(loaded) == 0 {
-		return StateUnknown
+	switch {
+	case d == nil:
+		return StateUnknown, "no desired certificate " + b.Source + " was found"
+	case d.leaf == nil:
+		return StateUnknown, "the desired certificate could not be read"
+	case len(loaded) == 0:
+		return StateUnknown, problem
 	}
-	for _, l := range loaded {
+	inUse := -1
+	for i, l := range loaded {
 		if l.matches(d.leaf) {
-			return StateConverged
+			inUse = i
+			break
 		}
 	}
-	isStale, age := a.stale(d)
-	if !isStale {
-		return StateConverging
+	state := StateConverged
+	if inUse < 0 {
+		inUse = 0
+		if isStale, age := a.stale(d); !isStale {
+			state = StateConverging
+		} else {
+			state = StateStale
+			a.reportStaleLoaded(ev, b, d, loaded[0], age)
+		}
 	}
-	l := loaded[0]
+	for i, l := range loaded {
+		if i != inUse {
+			a.reportLingering(ev, b, l, loaded[inUse])
+		}
+	}
+	return state, ""
+}
+
+func (a *auditor) reportStaleLoaded(ev *EnvoyView, b *Binding, d *desiredCert, l loadedCert, age time.Duration) {
 	ev2 := desiredEvidence(d)
 	ev2["loaded_serial"] = pki.SerialHex(l.v.serial)
 	ev2["loaded_not_after"] = l.v.notAfter.UTC().Format(time.RFC3339)
@@ -312,12 +475,30 @@ func (a *auditor) checkLoaded(ev *EnvoyView, b *Binding, loaded []loadedCert) st
 	if l.cert != nil {
 		ev2["loaded_fingerprint_sha256"] = l.v.fingerprint
 	}
-	since := d.changedAt
-	a.add(Finding{Code: StaleLoaded, Severity: a.staleSeverity(l.v), Subject: a.bindingSubject(ev, b), Evidence: ev2, Inferred: b.Inferred(), Since: timePtr(since),
+	advice := "this Envoy did not reload: use file-based or xDS SDS instead of a static TLS context, or restart it"
+	if b.Secret != "" {
+		// It already takes the certificate from SDS, so the advice to move to SDS would be wrong:
+		// an SDS Envoy that keeps an old certificate rejected the update or never received it.
+		advice = "this Envoy takes the certificate from SDS but did not load the new one: look for ROTATION_FAILED and KEY_MISMATCH (a rejected pair), check that the SDS source watches the volume's directory (watched_directory) and Envoy's log, then restart it"
+	}
+	a.add(Finding{Code: StaleLoaded, Severity: a.staleSeverity(l.v), Subject: a.bindingSubject(ev, b), Evidence: ev2, Inferred: b.Inferred(), Since: timePtr(d.changedAt),
 		Message: fmt.Sprintf("Envoy %s holds serial %s for %s, but the desired certificate (serial %s) changed %s ago",
 			ev.Config.Name, pki.SerialHex(l.v.serial), d.name(), pki.SerialHex(d.leaf.SerialNumber), roundDur(age)),
-		Advice: "this Envoy did not reload: use file-based or xDS SDS instead of a static TLS context, or restart it"})
-	return StateStale
+		Advice: advice})
+}
+
+// reportLingering reports a certificate an Envoy holds for a binding beside the one it uses.
+func (a *auditor) reportLingering(ev *EnvoyView, b *Binding, l, inUse loadedCert) {
+	a.add(Finding{Code: LingeringContext, Severity: Info, Subject: a.bindingSubject(ev, b), Inferred: b.Inferred(),
+		Evidence: map[string]string{
+			"lingering_serial":    pki.SerialHex(l.v.serial),
+			"lingering_not_after": l.v.notAfter.UTC().Format(time.RFC3339),
+			"lingering_from":      l.where,
+			"in_use_serial":       pki.SerialHex(inUse.v.serial),
+		},
+		Message: fmt.Sprintf("Envoy %s still holds serial %s for %s beside serial %s (a draining listener or a replaced context)",
+			ev.Config.Name, pki.SerialHex(l.v.serial), b.Source, pki.SerialHex(inUse.v.serial)),
+		Advice: "nothing to do if it goes away after the drain time; if it stays, restart the Envoy"})
 }
 
 // staleSeverity is critical when the stale certificate is expired or about to be, else warning:
@@ -349,17 +530,62 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-// checkLoadedValidity reports expiry of every certificate Envoy holds, including CAs in /certs
-// (deduplicated against the desired view by serial and expiry).
+// checkLoadedValidity judges the validity of every certificate the Envoy holds, bound to a desired
+// source or not: the leaves and CAs of /certs, the chains and trust bundles of every config_dump
+// secret (static, active or warming), and certificates inlined in listeners. Certificates seen
+// in the desired view were judged there already (seenValidity).
 func (a *auditor) checkLoadedValidity(ev *EnvoyView) {
-	for _, c := range ev.Admin.Contexts {
-		for i, cd := range c.Chain {
-			v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
-			a.checkValidityOf("loaded", Subject{Envoy: ev.Config.Name, File: cd.Path}, v, i, false)
+	snap := ev.Admin
+	name := ev.Config.Name
+	for _, c := range snap.Contexts {
+		for _, cd := range c.Chain {
+			a.checkValidityOf("loaded", Subject{Envoy: name, File: cd.Path}, validityOfDetail(cd), "certificate", false)
 		}
 		for _, cd := range c.CA {
-			v := validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: "CA " + firstName(cd)}
-			a.checkValidityOf("loaded", Subject{Envoy: ev.Config.Name, File: cd.Path}, v, 1, false)
+			v := validityOfDetail(cd)
+			v.subject = "CA " + v.subject
+			a.checkValidityOf("loaded", Subject{Envoy: name, File: cd.Path}, v, "CA certificate", false)
+		}
+	}
+	for _, s := range snap.Secrets {
+		subj := Subject{Envoy: name, Secret: s.Name, File: s.CertFile}
+		a.checkValidity("loaded", subj, s.Chain, false)
+		subj.File = s.CAFile
+		a.checkBundleValidity("loaded", subj, s.ValidationCA)
+		for _, td := range slices.Sorted(maps.Keys(s.SPIFFEBundles)) {
+			a.checkBundleValidity("loaded", subj, s.SPIFFEBundles[td])
+		}
+	}
+	for _, fc := range snap.Listeners {
+		a.checkValidity("loaded", Subject{Envoy: name, File: "listener " + fc.Listener}, fc.InlineCerts, false)
+	}
+}
+
+// checkBundleValidity judges each CA of a trust bundle. An expired CA beside valid ones is a
+// warning (the bundle still verifies leaves of the others); a bundle with no valid CA left
+// rejects every peer, which is critical.
+func (a *auditor) checkBundleValidity(view string, s Subject, bundle []*x509.Certificate) {
+	anyValid := false
+	for _, c := range bundle {
+		if c != nil && !a.now.Before(c.NotBefore) && a.now.Before(c.NotAfter) {
+			anyValid = true
+		}
+	}
+	for _, c := range bundle {
+		if c == nil {
+			continue
+		}
+		from := len(a.findings)
+		v := validityOf(c)
+		v.subject = "CA " + v.subject
+		a.checkValidityOf(view, s, v, "CA certificate", false)
+		if anyValid {
+			for i := from; i < len(a.findings); i++ {
+				if a.findings[i].Code == Expired {
+					a.findings[i].Severity = Warning
+					a.findings[i].Message += " (the bundle holds other CAs that are still valid)"
+				}
+			}
 		}
 	}
 }

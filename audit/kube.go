@@ -249,10 +249,7 @@ func (a *auditor) checkLivePairings(envoys []EnvoyView, recs []servedRecord) {
 		var leaves []liveLeaf
 		for i := range envoys {
 			ev := &envoys[i]
-			if ev.Pod == nil {
-				continue
-			}
-			if t, ok := a.loadedTrust(ev, p.Bundle.Source); ok {
+			if t, ok := a.loadedTrust(ev, p.Bundle.Source, p.Bundle.Item); ok {
 				trusts = append(trusts, t)
 			}
 			leaves = append(leaves, a.presentedLeaves(ev, p.Leaf.Source, p.Leaf.Item, recs)...)
@@ -311,12 +308,23 @@ type liveLeaf struct {
 	intermediates []*x509.Certificate
 }
 
-// loadedTrust is the trust bundle an Envoy bound to source has loaded: the validation secret read
-// from the same watched directory as its certificate secret for source (the ca.crt next to
-// tls.crt), else a validation secret named after the source, else its only validation secret.
-func (a *auditor) loadedTrust(ev *EnvoyView, source string) (liveTrust, bool) {
+// loadedTrust is the trust bundle an Envoy bound to source has loaded: the bundle its trust
+// binding for source holds (trust.go), else the validation secret read from the same watched
+// directory as its certificate secret for source (the ca.crt next to tls.crt), else a
+// validation secret named after the source, else its only validation secret.
+func (a *auditor) loadedTrust(ev *EnvoyView, source, item string) (liveTrust, bool) {
 	if ev.Admin == nil {
 		return liveTrust{}, false
+	}
+	for _, tb := range a.trustBindings(ev) {
+		if tb.d.source != source || tb.d.item != item {
+			continue
+		}
+		for _, lb := range tb.loaded {
+			if lb.cas != nil {
+				return liveTrust{envoy: ev.Config.Name, secret: lb.secret, cas: lb.cas, where: lb.where}, true
+			}
+		}
 	}
 	bound := false
 	dirs := map[string]bool{}

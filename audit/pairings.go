@@ -14,8 +14,18 @@ func (a *auditor) checkPairings() {
 	for _, p := range a.cfg.Pairings {
 		bundle := a.desired.lookup(p.Bundle.Source, p.Bundle.Item)
 		leaf := a.desired.lookup(p.Leaf.Source, p.Leaf.Item)
+		for _, missing := range []struct {
+			d   *desiredCert
+			ref config.Ref
+			as  string
+		}{{bundle, p.Bundle, "bundle"}, {leaf, p.Leaf, "leaf"}} {
+			if missing.d == nil {
+				a.reportMissingSource(Subject{Source: missing.ref.Source, Item: missing.ref.Item},
+					fmt.Sprintf("pairing %s names %s as its %s, which was not found", pairName(p), refName(missing.ref.Source, missing.ref.Item), missing.as))
+			}
+		}
 		if bundle == nil || leaf == nil || leaf.leaf == nil {
-			continue // unreadable sources already have PARSE_ERROR findings
+			continue // unreadable sources have PARSE_ERROR findings, missing ones SOURCE_MISSING
 		}
 		ca := bundle.it.CA
 		where := bundle.it.CAPath

@@ -78,7 +78,15 @@ func writeBindings(w io.Writer, bs []Binding) {
 		if where == "" {
 			where = "-"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t(%s)\n", clean(b.Envoy), clean(src), strings.ToUpper(cmpOr(b.State, StateUnknown)), clean(where), b.Origin)
+		origin := b.Origin
+		if b.Trust {
+			origin = "trust, " + origin
+		}
+		line := fmt.Sprintf("  %s\t%s\t%s\t%s\t(%s)", clean(b.Envoy), clean(src), strings.ToUpper(cmpOr(b.State, StateUnknown)), clean(where), origin)
+		if b.Reason != "" {
+			line += "\t" + clean(b.Reason)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
 }
@@ -208,10 +216,17 @@ func summaryLine(r Report) string {
 	for _, f := range r.Findings {
 		counts[f.Severity]++
 	}
-	scope := fmt.Sprintf("across %s, %s, %s",
-		plural(r.Summary.Envoys, "envoy"), plural(r.Summary.Bindings, "binding"),
-		plural(r.Summary.Handshakes, "handshake"))
+	c := r.Summary.Coverage
+	scope := fmt.Sprintf("across %s; judged %d of %s, %d of %s",
+		plural(r.Summary.Envoys, "envoy"), c.BindingsJudged, plural(c.Bindings, "binding"),
+		c.HandshakesJudged, plural(c.Handshakes, "handshake"))
+	if !c.Complete {
+		scope += "; coverage incomplete"
+	}
 	if len(r.Findings) == 0 {
+		if !c.Complete {
+			return "not clean: 0 findings, but not everything could be judged, " + scope
+		}
 		return "clean: 0 findings " + scope
 	}
 	var bySev []string

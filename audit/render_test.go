@@ -74,6 +74,7 @@ func sampleReport() Report {
 		Summary: Summary{
 			DesiredSources: 3, Envoys: 2, Handshakes: 6, Bindings: 4,
 			Findings: map[string]int{"critical": 2, "warning": 2, "info": 1},
+			Coverage: Coverage{BindingsJudged: 3, Bindings: 4, HandshakesJudged: 5, Handshakes: 6, Gaps: 1},
 		},
 	}
 }
@@ -82,7 +83,18 @@ func cleanReport() Report {
 	return Report{
 		GeneratedAt: time.Date(2026, 11, 22, 4, 1, 2, 0, time.UTC),
 		Bindings:    []Binding{{Envoy: "edge-1", Source: "frontend-tls", Secret: "frontend", Origin: "config", State: StateConverged}},
-		Summary:     Summary{DesiredSources: 1, Envoys: 1, Handshakes: 1, Bindings: 1},
+		Summary: Summary{DesiredSources: 1, Envoys: 1, Handshakes: 1, Bindings: 1,
+			Coverage: Coverage{BindingsJudged: 1, Bindings: 1, HandshakesJudged: 1, Handshakes: 1, Complete: true}},
+	}
+}
+
+// uncoveredReport found nothing wrong, but could not look: it must not read as clean.
+func uncoveredReport() Report {
+	return Report{
+		GeneratedAt: time.Date(2026, 11, 22, 4, 1, 2, 0, time.UTC),
+		Bindings:    []Binding{{Envoy: "edge-1", Source: "frontend-tls", File: "/etc/envoy/tls.crt", Origin: "config", State: StateUnknown, Reason: "the Envoy's admin shows no certificate for it"}},
+		Summary: Summary{DesiredSources: 1, Envoys: 1, Handshakes: 1, Bindings: 1,
+			Coverage: Coverage{Bindings: 1, Handshakes: 1}},
 	}
 }
 
@@ -104,6 +116,12 @@ func TestRenderGolden(t *testing.T) {
 			report: cleanReport(),
 			render: func(b *bytes.Buffer, r Report) error { return RenderTable(b, r) },
 			golden: "table_clean.golden",
+		},
+		"TableNotJudged": {
+			reason: "no finding, but a binding and a handshake not judged: the summary says it is not clean",
+			report: uncoveredReport(),
+			render: func(b *bytes.Buffer, r Report) error { return RenderTable(b, r) },
+			golden: "table_not_judged.golden",
 		},
 		"JSONWithFindings": {
 			reason: "JSON keeps the json tag names and full fingerprints",
@@ -158,7 +176,7 @@ func TestRenderTableProperties(t *testing.T) {
 	if !strings.Contains(out, fpOld[:ShortFingerprintLen]) {
 		t.Errorf("table lost the short fingerprint %s:\n%s", fpOld[:ShortFingerprintLen], out)
 	}
-	if got, want := lines[len(lines)-1], "5 findings (2 critical, 2 warning, 1 info) across 2 envoys, 4 bindings, 6 handshakes"; got != want {
+	if got, want := lines[len(lines)-1], "5 findings (2 critical, 2 warning, 1 info) across 2 envoys; judged 3 of 4 bindings, 5 of 6 handshakes; coverage incomplete"; got != want {
 		t.Errorf("summary line = %q, want %q", got, want)
 	}
 	// Every binding is listed with its state, converged ones included.

@@ -34,16 +34,22 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	if cfg == nil {
 		cfg = &config.Config{}
 	}
+	in.Desired, in.Envoys = canonicalDesired(in.Desired), canonicalEnvoys(in.Envoys)
 	a := &auditor{now: now, policy: policy, cfg: cfg, desired: indexDesired(in.Desired), seenValidity: map[string]bool{},
 		pathIndex: map[*envoyadmin.Snapshot]map[string][]envoyadmin.CertDetail{}}
 	a.checkDesired(in.Desired)
 	a.checkPairings()
-	handshakes := 0
+	handshakes, handshakesJudged := 0, 0
 	for i := range in.Envoys {
 		ev := &in.Envoys[i]
 		fromF, fromB := len(a.findings), len(a.bindings)
 		a.checkEnvoy(ev)
 		handshakes += len(ev.Served)
+		for _, r := range ev.Served {
+			if len(r.Chain) > 0 {
+				handshakesJudged++
+			}
+		}
 		if ev.Pod != nil && ev.Pod.Workload != "" {
 			for j := fromF; j < len(a.findings); j++ {
 				a.findings[j].Subject.Workload = cmp.Or(a.findings[j].Subject.Workload, ev.Pod.Workload)
@@ -56,6 +62,7 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	a.checkReplicas(a.served)
 	a.checkLivePairings(in.Envoys, a.served)
 	sortFindings(a.findings)
+	sortBindings(a.bindings)
 	r := Report{
 		GeneratedAt: now,
 		Bindings:    a.bindings,
@@ -71,6 +78,7 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	for _, f := range a.findings {
 		r.Summary.Findings[f.Severity.String()]++
 	}
+	r.Summary.Coverage = coverageOf(a.bindings, a.findings, handshakes, handshakesJudged)
 	if r.Bindings == nil {
 		r.Bindings = []Binding{}
 	}
@@ -97,6 +105,54 @@ func sortFindings(fs []Finding) {
 			cmp.Compare(x.Message, y.Message),
 		)
 	})
+}
+
+// sortBindings orders bindings by Envoy, source and kind, so that the report does not depend on
+// the order of the inputs.
+func sortBindings(bs []Binding) {
+	slices.SortStableFunc(bs, func(x, y Binding) int {
+		return cmp.Or(
+			cmp.Compare(x.Envoy, y.Envoy),
+			cmp.Compare(x.Source, y.Source),
+			cmp.Compare(x.Item, y.Item),
+			compareBool(x.Trust, y.Trust),
+			cmp.Compare(x.Secret, y.Secret),
+			cmp.Compare(x.File, y.File),
+			cmp.Compare(x.Endpoint, y.Endpoint),
+		)
+	})
+}
+
+func compareBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case !x:
+		return -1
+	}
+	return 1
+}
+
+func coverageOf(bs []Binding, fs []Finding, handshakes, handshakesJudged int) Coverage {
+	c := Coverage{Bindings: len(bs), Handshakes: handshakes, HandshakesJudged: handshakesJudged}
+	for _, b := range bs {
+		if b.State != StateUnknown {
+			c.BindingsJudged++
+		}
+	}
+	for _, f := range fs {
+		if gapCodes[f.Code] {
+			c.Gaps++
+		}
+	}
+	c.Complete = c.Gaps == 0 && c.BindingsJudged == c.Bindings && c.HandshakesJudged == c.Handshakes
+	return c
+}
+
+// Clean reports whether the report has no finding at or above failOn and judged everything it
+// found: a report that could not look is never clean.
+func (r Report) Clean(failOn Severity) bool {
+	return r.MaxSeverity() < failOn && r.Summary.Coverage.Complete
 }
 
 // MaxSeverity returns the worst severity in the report, or 0 when it is clean.

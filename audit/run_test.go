@@ -141,10 +141,10 @@ func TestRun(t *testing.T) {
 			want: got{States: []string{"web=converging"}},
 		},
 		"DuplicateContextsOneCurrent": {
-			reason: "/certs lists a stale context next to the current one: loaded counts as converged",
+			reason: "/certs lists a stale context next to the current one: converged, the old one lingering (info), never stale",
 			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert, f.cur.Cert, f.cur.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.cur.Cert))}},
-			want: got{States: []string{"web=converged"}},
+			want: got{Codes: []string{"LINGERING_CONTEXT info"}, States: []string{"web=converged"}},
 		},
 		"LoadedButNotServed": {
 			reason: "admin says current, the wire shows the old leaf",

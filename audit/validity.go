@@ -31,18 +31,23 @@ func (v validity) key() string {
 // in view. CA certificates in trust bundles are judged by bundle hygiene instead.
 func (a *auditor) checkValidity(view string, s Subject, chain []*x509.Certificate, served bool) {
 	for i, c := range chain {
-		a.checkValidityOf(view, s, validityOf(c), i, served)
+		if c == nil {
+			continue
+		}
+		what := "certificate"
+		if i > 0 {
+			what = fmt.Sprintf("chain certificate #%d", i)
+		}
+		a.checkValidityOf(view, s, validityOf(c), what, served)
 	}
 }
 
-func (a *auditor) checkValidityOf(view string, s Subject, v validity, pos int, served bool) {
+// checkValidityOf judges one certificate; what names it in the message ("certificate", "chain
+// certificate #1", "CA certificate").
+func (a *auditor) checkValidityOf(view string, s Subject, v validity, what string, served bool) {
 	k := v.key()
 	if a.seenValidity[k] {
 		return
-	}
-	what := "certificate"
-	if pos > 0 {
-		what = fmt.Sprintf("chain certificate #%d", pos)
 	}
 	ev := map[string]string{
 		"view":       view,

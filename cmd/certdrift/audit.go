@@ -21,6 +21,9 @@ type auditCmd struct {
 	Timeout     time.Duration `default:"0s" env:"CERTDRIFT_TIMEOUT" help:"Deadline for each admin request and each handshake; 0 uses policy.timeout from the config."`
 	Concurrency int           `default:"8" env:"CERTDRIFT_CONCURRENCY" help:"Most admin requests, file reads and handshakes in flight at once, per view."`
 	Grace       time.Duration `default:"0s" env:"CERTDRIFT_GRACE" help:"How long a rotation may take to reach Envoy before it is drift; 0 uses policy.grace (default 2m)."`
+	// A report that could not look is not clean: without this flag, anything not judged fails
+	// the run like a finding at --fail-on would.
+	AllowPartial bool `name:"allow-partial" env:"CERTDRIFT_ALLOW_PARTIAL" help:"Exit 0 even when coverage is incomplete (a source missing or unreadable, an admin or TLS endpoint unreachable, a binding not judged). By default anything not judged fails like a finding at --fail-on."`
 
 	// Kubernetes mode: used when --kubeconfig or --in-cluster is given instead of --config.
 	kubeFlags `embed:""`
@@ -118,6 +121,11 @@ func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, run
 	if report.MaxSeverity() >= failOn {
 		return &exitError{code: exitFindings, silent: true,
 			err: errors.New("findings at or above --fail-on " + failOn.String())}
+	}
+	if cov := report.Summary.Coverage; !cov.Complete && !c.AllowPartial {
+		return &exitError{code: exitFindings, err: fmt.Errorf(
+			"coverage incomplete: judged %d of %d bindings and %d of %d handshakes, %d input(s) not read; the report is not clean (--allow-partial accepts this)",
+			cov.BindingsJudged, cov.Bindings, cov.HandshakesJudged, cov.Handshakes, cov.Gaps)}
 	}
 	return nil
 }

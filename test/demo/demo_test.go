@@ -32,7 +32,7 @@ func TestDemo(t *testing.T) {
 	if !ok {
 		t.Fatalf("no second audit in the output:\n%s", text)
 	}
-	for _, want := range []string{"clean: 0 findings across 2 envoys, 2 bindings, 2 handshakes", "(exit code 0)"} {
+	for _, want := range []string{"clean: 0 findings across 2 envoys; judged 2 of 2 bindings, 2 of 2 handshakes", "(exit code 0)"} {
 		if !strings.Contains(before, want) {
 			t.Errorf("before the rotation: want %q in:\n%s", want, before)
 		}
