@@ -161,7 +161,8 @@ func TestKubeAuditStaysInNamespace(t *testing.T) {
 			t.Errorf("envoy %s bound to %s of another namespace (origin %s)", b.Envoy, b.Source, b.Origin)
 		}
 	}
-	want := audit.Summary{DesiredSources: 2, Envoys: 2, Bindings: len(r.Bindings), Handshakes: 0, Findings: map[string]int{}}
+	want := audit.Summary{DesiredSources: 2, Envoys: 2, Bindings: len(r.Bindings), Handshakes: 0, Findings: map[string]int{},
+		Coverage: audit.Coverage{BindingsJudged: len(r.Bindings), Bindings: len(r.Bindings), Complete: true}}
 	if diff := cmp.Diff(want, r.Summary); diff != "" {
 		t.Errorf("summary: -want +got:\n%s", diff)
 	}

@@ -345,12 +345,20 @@ func TestAuditLocalUnreachable(t *testing.T) {
 	})
 
 	t.Run("FailOnCritical", func(t *testing.T) {
+		// Only warnings, but nothing could be judged: that is not clean at any --fail-on.
 		r := certdrift(t, []string{"CERTDRIFT_FAIL_ON=critical"}, "audit", "--config", cfg)
-		if r.code != codeClean {
-			t.Fatalf("only warnings, --fail-on critical (from the environment): want exit 0\n%s", r)
+		if r.code != codeFindings || !strings.Contains(r.stderr, "coverage incomplete") {
+			t.Fatalf("nothing judged, --fail-on critical (from the environment): want exit %d and a coverage error\n%s", codeFindings, r)
 		}
-		if !strings.Contains(r.stdout, "UNREACHABLE") {
-			t.Errorf("findings below --fail-on are still reported\n%s", r)
+		if !strings.Contains(r.stdout, "UNREACHABLE") || !strings.Contains(r.stdout, "coverage incomplete") {
+			t.Errorf("findings below --fail-on and the coverage are still reported\n%s", r)
+		}
+	})
+
+	t.Run("AllowPartial", func(t *testing.T) {
+		r := certdrift(t, []string{"CERTDRIFT_FAIL_ON=critical"}, "audit", "--config", cfg, "--allow-partial")
+		if r.code != codeClean {
+			t.Fatalf("only warnings, --fail-on critical and --allow-partial: want exit 0\n%s", r)
 		}
 	})
 

@@ -63,6 +63,14 @@ func fillValidation(s *Secret, vc *validationJSON) {
 	if ca != nil {
 		s.CAFile = ca.Filename
 	}
+	// A validation context watching the Secret volume's directory (the kubelet's ..data swap)
+	// ties the bundle to that volume, as the certificate's watched directory does.
+	if s.WatchedDir == "" && vc.WatchedDirectory != nil {
+		s.WatchedDir = vc.WatchedDirectory.Path
+	}
+	if s.WatchedDir == "" && ca != nil && ca.WatchedDirectory != nil {
+		s.WatchedDir = ca.WatchedDirectory.Path
+	}
 	var errs []error
 	if b, ok := inlineData(ca); ok {
 		var err error

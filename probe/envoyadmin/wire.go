@@ -170,7 +170,8 @@ type tlsCertificateJSON struct {
 
 // validationJSON is envoy.extensions.transport_sockets.tls.v3.CertificateValidationContext.
 type validationJSON struct {
-	TrustedCA             *dataSourceJSON `json:"trusted_ca"`
+	TrustedCA             *dataSourceJSON       `json:"trusted_ca"`
+	WatchedDirectory      *watchedDirectoryJSON `json:"watched_directory"`
 	CustomValidatorConfig *struct {
 		Name        string   `json:"name"`
 		TypedConfig *anyJSON `json:"typed_config"`
