@@ -289,7 +289,9 @@ func permute(snap *envoyadmin.Snapshot, rng *rand.Rand) *envoyadmin.Snapshot {
 	for i := range c.Contexts {
 		c.Contexts[i].Chain = slices.Clone(c.Contexts[i].Chain)
 		c.Contexts[i].CA = slices.Clone(c.Contexts[i].CA)
-		shuffle(len(c.Contexts[i].Chain), func(a, b int) { c.Contexts[i].Chain[a], c.Contexts[i].Chain[b] = c.Contexts[i].Chain[b], c.Contexts[i].Chain[a] })
+		shuffle(len(c.Contexts[i].Chain), func(a, b int) {
+			c.Contexts[i].Chain[a], c.Contexts[i].Chain[b] = c.Contexts[i].Chain[b], c.Contexts[i].Chain[a]
+		})
 	}
 	shuffle(len(c.Contexts), func(a, b int) { c.Contexts[a], c.Contexts[b] = c.Contexts[b], c.Contexts[a] })
 	c.Secrets = slices.Clone(snap.Secrets)
