@@ -167,7 +167,7 @@ func (a *auditor) bindingForEndpoint(ev *EnvoyView, bs []*Binding, ep config.End
 		if fc := matchFilterChain(ev.Admin.Listeners, ep.Address, sni); fc != nil {
 			for _, b := range bs {
 				if (b.Secret != "" && slices.Contains(fc.SDSCertNames, b.Secret)) ||
-					(b.File != "" && slices.ContainsFunc(fc.CertFiles, func(f string) bool { return filepath.Clean(f) == filepath.Clean(b.File) })) {
+					(isFilePath(b.File) && slices.ContainsFunc(fc.CertFiles, func(f string) bool { return filepath.Clean(f) == filepath.Clean(b.File) })) {
 					return b
 				}
 			}

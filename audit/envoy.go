@@ -65,6 +65,9 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 	judgeLoaded := func(b *Binding) {
 		var problem string
 		loaded[b], problem = a.loadedFor(ev.Admin, b)
+		if len(loaded[b]) == 0 {
+			loaded[b] = a.loadedByNames(ev.Admin, b)
+		}
 		state[b], why[b] = a.checkLoaded(ev, b, loaded[b], problem)
 	}
 	for _, b := range bs {
@@ -272,7 +275,7 @@ func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) ([]loadedCert
 	var out []loadedCert
 	var problem string
 	files := map[string]bool{}
-	if b.File != "" {
+	if isFilePath(b.File) {
 		files[filepath.Clean(b.File)] = true
 	}
 	for _, s := range snap.Secrets {
@@ -306,6 +309,46 @@ func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) ([]loadedCert
 		}
 	}
 	return out, problem
+}
+
+// loadedByNames finds what an Envoy holds for a binding whose location it does not report: the
+// pod mounts the Secret, but Envoy reads it through an SDS resource file certdrift cannot see (a
+// cluster's upstream context, an SDS secret name that says nothing), so neither a path nor a
+// name ties them. The certificates it holds with exactly the desired leaf's DNS and URI names
+// are the copies of it, old or new; a desired leaf without names matches only itself.
+func (a *auditor) loadedByNames(snap *envoyadmin.Snapshot, b *Binding) []loadedCert {
+	d := a.desired.lookup(b.Source, b.Item)
+	if snap == nil || d == nil || d.leaf == nil {
+		return nil
+	}
+	named := len(d.leaf.DNSNames)+len(d.leaf.URIs) > 0
+	var out []loadedCert
+	for _, s := range snap.Secrets {
+		if !s.HasCertificate || s.State == envoyadmin.SecretWarming || len(s.Chain) == 0 || s.Chain[0] == nil {
+			continue
+		}
+		leaf := s.Chain[0]
+		if pki.Fingerprint(leaf) == pki.Fingerprint(d.leaf) ||
+			(named && sameNames(leaf.DNSNames, d.leaf.DNSNames) && sameNames(uriStrings(leaf), uriStrings(d.leaf))) {
+			out = append(out, loadedCert{v: validityOf(leaf), cert: leaf, where: "config_dump secret " + s.Name + " (same names as the desired certificate)"})
+		}
+	}
+	if len(out) == 0 && named {
+		for _, c := range snap.Contexts {
+			for _, cd := range c.Chain {
+				if sameNames(cd.DNSNames, d.leaf.DNSNames) && sameNames(cd.URIs, uriStrings(d.leaf)) {
+					out = append(out, loadedCert{v: validityOfDetail(cd), where: "/certs (same names as the desired certificate)"})
+				}
+			}
+		}
+	}
+	return byNewest(out)
+}
+
+// isFilePath reports whether a path Envoy printed names a file: "<inline>" (SDS-delivered bytes)
+// and "<trust domain>: <inline>" are shared by every inline certificate and locate nothing.
+func isFilePath(p string) bool {
+	return p != "" && !strings.Contains(p, "<inline>")
 }
 
 func validityOfDetail(cd envoyadmin.CertDetail) validity {

@@ -630,3 +630,24 @@ func parseFailures(s *envoyadmin.Snapshot) string {
 	}
 	return ""
 }
+
+// TestInlineContextsAreNotOneLocation: "<inline>" is the path of every SDS-delivered certificate
+// in /certs, so it must not tie different certificates to one binding (a merged gateway serves
+// one host's leaf beside another's, and neither lingers for the other).
+func TestInlineContextsAreNotOneLocation(t *testing.T) {
+	f := newFixture(t)
+	merged := files.Observation{Source: files.Source{Name: "gw"}, ChangedAt: now.Add(-time.Hour), Items: []files.Item{
+		{Name: "www", Chain: f.cur.Chain()}, {Name: "other", Chain: f.other.Chain()}}}
+	snap := loadedFile("<inline>", f.cur.Cert, f.other.Cert)
+	r := Run(Inputs{Desired: []files.Observation{merged}, Envoys: []EnvoyView{envoy("gw-1", snap, nil)}}, config.DefaultPolicy, now)
+	if len(r.Findings) != 0 {
+		t.Errorf("two hosts' leaves on one gateway are reported:\n%s", codesOf(r))
+	}
+	states := map[string]string{}
+	for _, b := range r.Bindings {
+		states[b.Item] = b.State
+	}
+	if states["www"] != StateConverged || states["other"] != StateConverged {
+		t.Errorf("want both items converged, got %v", states)
+	}
+}

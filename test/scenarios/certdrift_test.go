@@ -37,8 +37,19 @@ type auditReport struct {
 		Workload string `json:"workload"`
 		Origin   string `json:"origin"`
 		State    string `json:"state"`
+		Trust    bool   `json:"trust"`
+		Reason   string `json:"reason"`
 	} `json:"bindings"`
 	Findings []auditFinding `json:"findings"`
+	Summary  struct {
+		Coverage struct {
+			BindingsJudged   int  `json:"bindings_judged"`
+			Bindings         int  `json:"bindings"`
+			HandshakesJudged int  `json:"handshakes_judged"`
+			Handshakes       int  `json:"handshakes"`
+			Complete         bool `json:"complete"`
+		} `json:"coverage"`
+	} `json:"summary"`
 	// Reload is present with --reload (docs/repair.md).
 	Reload *struct {
 		DryRun  bool `json:"dry_run"`
@@ -91,6 +102,13 @@ func runAudit(t *testing.T, ns string, args ...string) (int, auditReport) {
 	t.Logf("OBSERVED: certdrift audit -n %s %s: exit %d, %d findings, %d bindings", ns, strings.Join(args, " "), code, len(r.Findings), len(r.Bindings))
 	for _, f := range r.Findings {
 		t.Logf("OBSERVED:   %s %s %s (%s): %s", f.Severity, f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
+	}
+	c := r.Summary.Coverage
+	t.Logf("OBSERVED:   coverage: judged %d of %d bindings, %d of %d handshakes (complete %v)", c.BindingsJudged, c.Bindings, c.HandshakesJudged, c.Handshakes, c.Complete)
+	for _, b := range r.Bindings {
+		if b.State == "unknown" {
+			t.Logf("OBSERVED:   not judged: %s %s (trust %v, secret %q, origin %s): %s", b.Envoy, b.Source, b.Trust, b.Secret, b.Origin, b.Reason)
+		}
 	}
 	return code, r
 }
