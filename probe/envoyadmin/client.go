@@ -190,9 +190,9 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 	return out, errors.Join(errs...)
 }
 
-func dedupe(xs []string) []string {
-	seen := map[string]bool{}
-	var out []string
+func dedupe[T comparable](xs []T) []T {
+	seen := map[T]bool{}
+	var out []T
 	for _, x := range xs {
 		if !seen[x] {
 			seen[x] = true
