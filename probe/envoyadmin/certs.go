@@ -106,26 +106,16 @@ func certDetails(in []certDetailsJSON, where string) []CertDetail {
 	return out
 }
 
-// preview is a short printable excerpt of a body for error messages. Admin bodies hold
-// certificates, never keys (Envoy redacts them), but a hostile server could send anything, so the
-// excerpt is short and limited to printable ASCII.
+// preview is a short excerpt of a body for error messages. Admin bodies hold certificates, never
+// keys (Envoy redacts them), but a hostile server could send anything, so the excerpt is short and
+// escaped as printable does.
 func preview(b []byte) string { return previewN(b, 40) }
 
 func previewN(b []byte, n int) string {
 	if bytes.Contains(b[:min(len(b), 4096)], []byte("PRIVATE KEY")) {
 		return "[withheld: looks like key material]"
 	}
-	if len(b) > n {
-		b = b[:n]
-	}
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c < 0x20 || c > 0x7e {
-			c = '.'
-		}
-		out = append(out, c)
-	}
-	return string(out)
+	return escape(b, n)
 }
 
 func keys[V any](m map[string]V) string {

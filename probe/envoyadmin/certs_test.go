@@ -252,7 +252,7 @@ func TestParseCertsHostile(t *testing.T) {
 			body: `{"certificates": [{"cert_chain": [{"valid_from": "yesterday", "expiration_time": "2030-01-01T00:00:00Z"}]}, {"cert_chain": []}]}`,
 			want: 2,
 		},
-		"BadEntryKept": {body: `{"certificates": [5, {"cert_chain": []}]}`, want: 2},
+		"BadEntryKept":         {body: `{"certificates": [5, {"cert_chain": []}]}`, want: 2},
 		"UnknownFieldsIgnored": {body: `{"certificates": [{"cert_chain": [{"serial_number": "01", "new_field": {"x": 1}}]}], "extra": 1}`, want: 1},
 		"BadSerialKeptAsText":  {body: `{"certificates": [{"cert_chain": [{"serial_number": "not-hex"}]}]}`, want: 1},
 	}

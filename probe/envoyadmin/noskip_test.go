@@ -247,7 +247,9 @@ func TestCertificateProblemsOnTheSecret(t *testing.T) {
 	chainPEM := pemOf(t, chainDS) // leaf and CA
 	caPEM := pemOf(t, obj(t, base, "configs", 0, "dynamic_active_secrets", 1, "secret", "validation_context", "trusted_ca"))
 	leafPEM := pemOf(t, obj(t, base, "configs", 0, "static_secrets", 0, "secret", "tls_certificate", "certificate_chain"))
-	b64 := func(s string) map[string]any { return map[string]any{"inline_bytes": base64.StdEncoding.EncodeToString([]byte(s))} }
+	b64 := func(s string) map[string]any {
+		return map[string]any{"inline_bytes": base64.StdEncoding.EncodeToString([]byte(s))}
+	}
 	str := func(s string) map[string]any { return map[string]any{"inline_string": s} }
 	truncated := chainPEM[:len(chainPEM)/3]
 	badBlock := strings.Replace(chainPEM, "MII", "MIX", 1) // first block's DER broken, second intact
@@ -274,7 +276,7 @@ func TestCertificateProblemsOnTheSecret(t *testing.T) {
 		"ChainBadFirstBlock": {reason: "a chain whose first block is broken keeps the second",
 			ds: b64(badBlock), wantField: "tls_certificate.certificate_chain.inline_bytes", wantIn: "certificate 1 of 2", keep: []string{"abcdef01"}},
 		"CABundleOneBadBlock": {reason: "a CA bundle with one bad block keeps the good CAs", ca: true,
-			ds: b64(leafPEM + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n" + caPEM),
+			ds:        b64(leafPEM + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n" + caPEM),
 			wantField: "validation_context.trusted_ca.inline_bytes", wantIn: "certificate 2 of 3", keep: []string{"7f", "abcdef01"}},
 		"CARedacted":  {reason: "an elided CA", ca: true, ds: str("[redacted]"), wantField: "validation_context.trusted_ca.inline_string"},
 		"CAGarbage":   {reason: "a CA that is not one", ca: true, ds: b64("\x00\x01garbage"), wantField: "validation_context.trusted_ca.inline_bytes"},

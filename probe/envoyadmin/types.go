@@ -120,14 +120,14 @@ type Secret struct {
 	// chain that does not parse (Chain then keeps the blocks that did), a chain given in a form
 	// the admin API does not show (environment_variable, pkcs12) or not at all. A chain given as a
 	// file name (CertFile) is not an error.
-	Chain           []*x509.Certificate
-	ChainErr        error
-	CertFile        string
-	KeyFile         string
-	WatchedDir      string
-	KeyRedacted     bool // Envoy printed "[redacted]" for the private key: expected
-	HasCertificate  bool
-	HasValidation   bool
+	Chain          []*x509.Certificate
+	ChainErr       error
+	CertFile       string
+	KeyFile        string
+	WatchedDir     string
+	KeyRedacted    bool // Envoy printed "[redacted]" for the private key: expected
+	HasCertificate bool
+	HasValidation  bool
 	// For a validation-context secret (HasValidation): the trusted CAs when inline, else CAFile,
 	// and the validation context's watched_directory. ValidationCAErr names the field and says why
 	// when trusted_ca or a SPIFFE trust bundle could not be read (ValidationCA and SPIFFEBundles
