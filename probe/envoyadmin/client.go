@@ -14,7 +14,8 @@ import (
 
 // Options tune a Client. The zero value is usable.
 type Options struct {
-	// HTTPClient is used for every request; nil means a client of its own with no global state.
+	// HTTPClient is used for every request (through a copy that follows no redirects); nil means a
+	// client of its own with no global state.
 	HTTPClient *http.Client
 	// Timeout bounds one Envoy's whole admin read: all the requests of a Snapshot together (or of
 	// one Certs or Stats call), bodies included (default 5s). A hung admin costs one Timeout.
@@ -66,6 +67,12 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if c.hc == nil {
 		c.hc = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}}
 	}
+	// Envoy's admin never redirects: a 3xx comes from something else, and following it could take
+	// the read (and the port-forward's credentials) to another host. A copy, so that the caller's
+	// client keeps its own policy.
+	hc := *c.hc
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.hc = &hc
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}

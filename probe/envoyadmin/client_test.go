@@ -426,3 +426,45 @@ func TestErrorBodyText(t *testing.T) {
 		})
 	}
 }
+
+// TestRedirectsNotFollowed: a 3xx is an error naming where it pointed; the client never asks the
+// other host, never quotes the redirecting body, and the caller's client keeps its own policy.
+func TestRedirectsNotFollowed(t *testing.T) {
+	var foreign atomic.Int32
+	other := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		foreign.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"certificates": []}`)
+	})
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			url := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Location", other+r.URL.Path)
+				w.WriteHeader(code)
+				io.WriteString(w, "foreign body text")
+			})
+			mine := &http.Client{}
+			c, err := New(url, Options{HTTPClient: mine})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := c.Snapshot(context.Background())
+			for part, err := range map[string]error{"certs": s.CertsErr, "config": s.ConfigErr, "stats": s.StatsErr, "server_info": s.ServerInfoErr} {
+				var se *StatusError
+				if !errors.As(err, &se) || se.Code != code || se.Location != other+se.URL[:strings.IndexAny(se.URL+"?", "?")] {
+					t.Errorf("%s: error %v, want a StatusError %d with the Location", part, err, code)
+					continue
+				}
+				if !strings.Contains(err.Error(), "redirect to \""+other) || strings.Contains(err.Error(), "foreign body") {
+					t.Errorf("%s: error %q, want the Location named and the body not quoted", part, err)
+				}
+			}
+			if n := foreign.Load(); n != 0 {
+				t.Errorf("the other host got %d requests, want none", n)
+			}
+			if mine.CheckRedirect != nil {
+				t.Error("the caller's client was changed")
+			}
+		})
+	}
+}

@@ -28,14 +28,20 @@ type StatusError struct {
 	// Snapshot carries), shortened when long.
 	URL  string
 	Code int
-	// Body is a short printable excerpt of what the server said (Envoy puts the reason there).
+	// Body is a short printable excerpt of what the server said (Envoy puts the reason there);
+	// empty for a redirect, whose body is never read.
 	Body string
+	// Location is where a 3xx pointed (escaped, shortened). Redirects are never followed.
+	Location string
 }
 
 func (e *StatusError) Error() string {
 	msg := fmt.Sprintf("GET %s: HTTP %d %s", e.URL, e.Code, http.StatusText(e.Code))
 	if e.Code == http.StatusNotFound {
 		msg += " (endpoint missing: an Envoy too old for it, or not an Envoy admin port)"
+	}
+	if e.Code >= 300 && e.Code < 400 {
+		msg += fmt.Sprintf(": redirect to %q not followed (Envoy's admin does not redirect: is something else on this port?)", e.Location)
 	}
 	if e.Body != "" {
 		msg += ": " + e.Body
@@ -81,6 +87,9 @@ func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) ([]
 	// response deserves.
 	defer resp.Body.Close()
 
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, &StatusError{URL: u, Code: resp.StatusCode, Location: previewN([]byte(resp.Header.Get("Location")), 200)}
+	}
 	if resp.StatusCode != http.StatusOK {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		if len(snippet) == 200 {
