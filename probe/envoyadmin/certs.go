@@ -87,8 +87,12 @@ func certDetails(in []certDetailsJSON, where string) []CertDetail {
 			}
 			cd.Serial = n
 		}
-		if !d.ExpirationTime.Set && d.ExpirationTime.Err == nil {
-			errs = append(errs, fmt.Errorf("%s.expiration_time: missing", path))
+		if d.ExpirationTime.Err == nil && cd.Expiration.IsZero() {
+			what := "missing"
+			if d.ExpirationTime.Set {
+				what = "the zero time"
+			}
+			errs = append(errs, fmt.Errorf("%s.expiration_time: %s", path, what))
 		}
 		for _, san := range d.SubjectAltNames.V {
 			switch {
