@@ -71,7 +71,8 @@ func canonicalSnapshot(snap *envoyadmin.Snapshot) *envoyadmin.Snapshot {
 			cmp.Compare(strings.Join(x.SDSCertNames, ","), strings.Join(y.SDSCertNames, ",")),
 			cmp.Compare(strings.Join(x.CertFiles, ","), strings.Join(y.CertFiles, ",")))
 	})
-	c.ConfigSkipped = slices.Sorted(slices.Values(snap.ConfigSkipped))
+	c.ConfigSkipped = slices.Clone(snap.ConfigSkipped)
+	slices.SortStableFunc(c.ConfigSkipped, func(x, y envoyadmin.ConfigSkip) int { return cmp.Compare(x.String(), y.String()) })
 	return &c
 }
 

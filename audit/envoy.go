@@ -162,9 +162,10 @@ func (a *auditor) checkAdminErrors(ev *EnvoyView) {
 		if isUnreachable(e.err) {
 			code, r = Unreachable, reason(e.err)
 		}
+		// The probe's errors name the admin path ("GET /certs: HTTP 503 …"), the finding the URL.
 		a.add(Finding{Code: code, Severity: Warning, Subject: s,
 			Evidence: map[string]string{"reason": r, "endpoint": e.what},
-			Message:  fmt.Sprintf("Envoy admin %s, %s: %s", snap.AdminURL, e.what, errText(e.err, snap.AdminURL)),
+			Message:  fmt.Sprintf("Envoy admin %s: %s", snap.AdminURL, errText(e.err, snap.AdminURL)),
 			Advice:   "the checks that need " + e.what + " were skipped for this Envoy"})
 	}
 }
@@ -216,6 +217,10 @@ func (a *auditor) checkLoadedParse(ev *EnvoyView) {
 	}
 	for _, s := range snap.Secrets {
 		where := fmt.Sprintf("config_dump %s secret %q", s.State, s.Name)
+		if s.Err != nil {
+			parseErr(Subject{Secret: s.Name}, where, s.Err)
+			continue
+		}
 		if s.ChainErr != nil {
 			parseErr(Subject{Secret: s.Name, File: s.CertFile}, where+" certificate chain", s.ChainErr)
 		} else if s.HasCertificate && len(s.Chain) == 0 && s.CertFile == "" {
@@ -225,17 +230,30 @@ func (a *auditor) checkLoadedParse(ev *EnvoyView) {
 			parseErr(Subject{Secret: s.Name, File: s.CAFile}, where+" trusted CA", s.ValidationCAErr)
 		}
 	}
-	for _, c := range snap.Contexts {
-		for _, group := range [][]envoyadmin.CertDetail{c.Chain, c.CA} {
-			for _, cd := range group {
-				if cd.Serial == nil && cd.SerialText != "" {
-					parseErr(Subject{File: cd.Path}, fmt.Sprintf("/certs entry %s", cd.Path), fmt.Errorf("serial number %q is not hexadecimal", cd.SerialText))
-				}
+	for i, c := range snap.Contexts {
+		if c.Err != nil {
+			parseErr(Subject{}, fmt.Sprintf("/certs entry %d", i), c.Err)
+		}
+		for _, cd := range slices.Concat(c.Chain, c.CA) {
+			switch {
+			case cd.Err != nil:
+				parseErr(Subject{File: cd.Path}, "/certs entry "+cd.Path, cd.Err)
+			case cd.Serial == nil && cd.SerialText != "":
+				parseErr(Subject{File: cd.Path}, "/certs entry "+cd.Path, fmt.Errorf("serial number %q is not hexadecimal", cd.SerialText))
 			}
 		}
 	}
+	for _, fc := range snap.Listeners {
+		where := fmt.Sprintf("listener %q filter chain %q", fc.Listener, fc.FilterChain)
+		if fc.InlineCertsErr != nil {
+			parseErr(Subject{}, where+" certificates", fc.InlineCertsErr)
+		}
+		if fc.InlineCAErr != nil {
+			parseErr(Subject{File: fc.CAFile}, where+" trusted CA", fc.InlineCAErr)
+		}
+	}
 	for _, part := range snap.ConfigSkipped {
-		parseErr(Subject{}, "config_dump entry", errors.New(part))
+		parseErr(Subject{}, "config_dump "+part.Part, errors.New(part.Reason))
 	}
 }
 
@@ -600,7 +618,12 @@ func (a *auditor) checkLoadedValidity(ev *EnvoyView) {
 		}
 	}
 	for _, fc := range snap.Listeners {
-		a.checkValidity("loaded", Subject{Envoy: name, File: "listener " + fc.Listener}, fc.InlineCerts, false)
+		subj := Subject{Envoy: name, File: "listener " + fc.Listener}
+		a.checkValidity("loaded", subj, fc.InlineCerts, false)
+		a.checkBundleValidity("loaded", subj, fc.InlineCA)
+		for _, td := range slices.Sorted(maps.Keys(fc.SPIFFEBundles)) {
+			a.checkBundleValidity("loaded", subj, fc.SPIFFEBundles[td])
+		}
 	}
 }
 

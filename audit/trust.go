@@ -51,7 +51,7 @@ func loadedBundles(snap *envoyadmin.Snapshot) []loadedBundle {
 		if !s.HasValidation || s.State == envoyadmin.SecretWarming || len(s.ValidationCA) == 0 {
 			continue
 		}
-		out = append(out, loadedBundle{where: "config_dump secret " + s.Name, secret: s.Name, file: s.CAFile, dir: s.WatchedDir, cas: s.ValidationCA})
+		out = append(out, loadedBundle{where: "config_dump secret " + s.Name, secret: s.Name, file: s.CAFile, dir: cmp.Or(s.CAWatchedDir, s.WatchedDir), cas: s.ValidationCA})
 	}
 	seen := map[string]bool{}
 	for _, c := range snap.Contexts {

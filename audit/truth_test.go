@@ -617,15 +617,26 @@ func parseFailures(s *envoyadmin.Snapshot) string {
 		return "config_dump entries skipped"
 	}
 	for _, sec := range s.Secrets {
-		if sec.ChainErr != nil || sec.ValidationCAErr != nil {
-			return "secret " + sec.Name + " did not parse: " + errors.Join(sec.ChainErr, sec.ValidationCAErr).Error()
+		if sec.Err != nil || sec.ChainErr != nil || sec.ValidationCAErr != nil {
+			return "secret " + sec.Name + " did not parse: " + errors.Join(sec.Err, sec.ChainErr, sec.ValidationCAErr).Error()
 		}
 	}
 	for _, c := range s.Contexts {
+		if c.Err != nil {
+			return "/certs entry: " + c.Err.Error()
+		}
 		for _, cd := range slices.Concat(c.Chain, c.CA) {
+			if cd.Err != nil {
+				return "/certs entry: " + cd.Err.Error()
+			}
 			if cd.Serial == nil && cd.SerialText != "" {
 				return "/certs serial " + cd.SerialText + " is not hex"
 			}
+		}
+	}
+	for _, fc := range s.Listeners {
+		if fc.InlineCertsErr != nil || fc.InlineCAErr != nil {
+			return "listener " + fc.Listener + " did not parse"
 		}
 	}
 	return ""
@@ -650,4 +661,98 @@ func TestInlineContextsAreNotOneLocation(t *testing.T) {
 	if states["www"] != StateConverged || states["other"] != StateConverged {
 		t.Errorf("want both items converged, got %v", states)
 	}
+}
+
+// TestUnreadableCertsEntryIsNeverClean: a /certs entry whose fields are not what Envoy prints
+// (a serial that is not hex, an expiry that is not a time) is a PARSE_ERROR on that entry.
+func TestUnreadableCertsEntryIsNeverClean(t *testing.T) {
+	for _, v := range realVersions {
+		for field, value := range map[string]any{"serial_number": "not-hex", "expiration_time": "tomorrow", "valid_from": 42} {
+			t.Run(v+"/"+field, func(t *testing.T) {
+				var doc map[string]any
+				if err := json.Unmarshal(readRecording(t, v, "certs.json"), &doc); err != nil {
+					t.Fatal(err)
+				}
+				entry := doc["certificates"].([]any)[1].(map[string]any)["cert_chain"].([]any)[0].(map[string]any)
+				entry[field] = value
+				certsJSON, _ := json.Marshal(doc)
+				snap := snapshotOf(certsJSON, readRecording(t, v, "config_dump.json"))
+				r := Run(Inputs{Envoys: []EnvoyView{{Config: config.Envoy{Name: "edge"}, Admin: snap}}}, config.DefaultPolicy, recordedAt)
+				if r.Summary.Coverage.Complete || !slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Code == ParseError && strings.Contains(f.Message, field) }) {
+					t.Errorf("/certs %s = %v is not a PARSE_ERROR naming the field:\n%s", field, value, codesOf(r))
+				}
+			})
+		}
+	}
+}
+
+// TestOlderAndFrontEndDumpShapesAreRead: the secrets of a v2alpha-era dump (no @type) and of
+// istioctl's camelCase JSON are judged like a current dump's, not skipped.
+func TestOlderAndFrontEndDumpShapesAreRead(t *testing.T) {
+	for _, v := range realVersions {
+		base := realSnapshot(t, v)
+		var doc map[string]any
+		if err := json.Unmarshal(readRecording(t, v, "config_dump.json"), &doc); err != nil {
+			t.Fatal(err)
+		}
+		var secrets map[string]any
+		for _, c := range doc["configs"].([]any) {
+			if c := c.(map[string]any); strings.HasSuffix(c["@type"].(string), "SecretsConfigDump") {
+				secrets = c
+			}
+		}
+		// v2alpha: the secret objects carry no @type.
+		for _, k := range []string{"static_secrets", "dynamic_active_secrets"} {
+			for _, e := range secrets[k].([]any) {
+				e := e.(map[string]any)
+				if inner, ok := e["secret"].(map[string]any); ok {
+					delete(inner, "@type")
+				} else {
+					delete(e, "@type")
+				}
+			}
+		}
+		noType, _ := json.Marshal(map[string]any{"configs": []any{secrets}})
+		// istioctl proxy-config secret -o json prints the SecretsConfigDump alone, camelCase.
+		bare, _ := json.Marshal(camelKeys(secrets))
+		for name, dump := range map[string][]byte{"NoType": noType, "IstioctlCamelCase": bare} {
+			t.Run(v+"/"+name, func(t *testing.T) {
+				snap := snapshotOf(readRecording(t, v, "certs.json"), dump)
+				if failed := parseFailures(snap); failed != "" {
+					t.Fatalf("not read: %s", failed)
+				}
+				if len(snap.Secrets) != len(base.Secrets) {
+					t.Fatalf("%d secrets read, the recording has %d", len(snap.Secrets), len(base.Secrets))
+				}
+				r := Run(Inputs{Envoys: []EnvoyView{{Config: config.Envoy{Name: "edge"}, Admin: snap}}}, config.DefaultPolicy, recordedAt.Add(60*24*time.Hour))
+				if !slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Code == Expired && f.Evidence["serial"] == "a0b0c" }) {
+					t.Errorf("the SDS secret's certificate was not judged:\n%s", codesOf(r))
+				}
+			})
+		}
+	}
+}
+
+// camelKeys renames every object key of a decoded JSON document to lowerCamelCase, as protojson
+// (and istioctl) print them.
+func camelKeys(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, x := range v {
+			parts := strings.Split(k, "_")
+			for i := 1; i < len(parts); i++ {
+				if parts[i] != "" {
+					parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+				}
+			}
+			out[strings.Join(parts, "")] = camelKeys(x)
+		}
+		return out
+	case []any:
+		for i := range v {
+			v[i] = camelKeys(v[i])
+		}
+	}
+	return v
 }

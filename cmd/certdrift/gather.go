@@ -18,7 +18,7 @@ import (
 
 // GatherOptions bound the work of one Gather.
 type GatherOptions struct {
-	// Timeout bounds each admin request and each handshake.
+	// Timeout bounds each Envoy's whole admin read (all its requests together) and each handshake.
 	Timeout time.Duration
 	// Concurrency is the most file reads, admin snapshots and handshakes in flight at once, per
 	// view (the three views are gathered side by side).

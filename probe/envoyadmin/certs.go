@@ -12,9 +12,9 @@ import (
 )
 
 // ParseCerts decodes the body of GET /certs. Contexts are returned in Envoy's order, duplicates
-// included (Envoy lists one entry per live TLS context). An entry that does not decode is reported
-// in the error and left out; the others are still returned, so a non-nil error may come with a
-// partial result.
+// included (Envoy lists one entry per live TLS context). The error is non-nil only when the body as
+// a whole is not a /certs answer: an entry that does not decode is kept with its Err, a certificate
+// with a field that does not read is kept with its Err (see TLSContext and CertDetail).
 func ParseCerts(data []byte) ([]TLSContext, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
@@ -39,44 +39,62 @@ func ParseCerts(data []byte) ([]TLSContext, error) {
 	if err := json.Unmarshal(snakeKeys(raw), &entries); err != nil {
 		return nil, jsonErr("parse /certs: certificates", err)
 	}
-	var (
-		out  []TLSContext
-		errs []error
-	)
+	var out []TLSContext
 	for i, e := range entries {
+		where := fmt.Sprintf("certificates[%d]", i)
 		var c certificateJSON
-		if err := decodeJSON(e, &c); err != nil {
-			errs = append(errs, fmt.Errorf("certificates[%d]: %w", i, err))
+		if err := json.Unmarshal(e, &c); err != nil {
+			out = append(out, TLSContext{Err: fieldErr(where, err)})
 			continue
 		}
-		ctx := TLSContext{
-			CA:    certDetails(c.CACert),
-			Chain: certDetails(c.CertChain),
-		}
-		out = append(out, ctx)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return out, fmt.Errorf("parse /certs: %w", err)
+		out = append(out, TLSContext{
+			CA:    certDetails(c.CACert, where+".ca_cert"),
+			Chain: certDetails(c.CertChain, where+".cert_chain"),
+		})
 	}
 	return out, nil
 }
 
-func certDetails(in []certDetailsJSON) []CertDetail {
+func certDetails(in []certDetailsJSON, where string) []CertDetail {
 	var out []CertDetail
-	for _, d := range in {
+	for i, d := range in {
+		path := fmt.Sprintf("%s[%d]", where, i)
+		var errs []error
 		cd := CertDetail{
-			Path:                d.Path,
-			SerialText:          d.SerialNumber,
-			ValidFrom:           d.ValidFrom.Time,
-			Expiration:          d.ExpirationTime.Time,
-			DaysUntilExpiration: uint64(d.DaysUntilExpiration),
+			Path:                d.Path.V,
+			SerialText:          d.SerialNumber.V,
+			ValidFrom:           d.ValidFrom.V.Time,
+			Expiration:          d.ExpirationTime.V.Time,
+			DaysUntilExpiration: uint64(d.DaysUntilExpiration.V),
+		}
+		for _, f := range []struct {
+			name string
+			err  error
+		}{
+			{"path", d.Path.Err}, {"serial_number", d.SerialNumber.Err}, {"subject_alt_names", d.SubjectAltNames.Err},
+			{"days_until_expiration", d.DaysUntilExpiration.Err}, {"valid_from", d.ValidFrom.Err}, {"expiration_time", d.ExpirationTime.Err},
+		} {
+			if f.err != nil {
+				errs = append(errs, fieldErr(path+"."+f.name, f.err))
+			}
 		}
 		// Envoy prints "0" for serials it could not format and hex of any case and length
 		// otherwise; a failure leaves Serial nil and the text kept for the report.
-		if n, err := pki.ParseSerial(cd.SerialText); err == nil {
+		if d.SerialNumber.Err == nil {
+			n, err := pki.ParseSerial(cd.SerialText)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s.serial_number: %w", path, err))
+			}
 			cd.Serial = n
 		}
-		for _, san := range d.SubjectAltNames {
+		if d.ExpirationTime.Err == nil && cd.Expiration.IsZero() {
+			what := "missing"
+			if d.ExpirationTime.Set {
+				what = "the zero time"
+			}
+			errs = append(errs, fmt.Errorf("%s.expiration_time: %s", path, what))
+		}
+		for _, san := range d.SubjectAltNames.V {
 			switch {
 			case san.DNS != nil:
 				cd.DNSNames = append(cd.DNSNames, *san.DNS)
@@ -86,31 +104,22 @@ func certDetails(in []certDetailsJSON) []CertDetail {
 				cd.IPAddresses = append(cd.IPAddresses, *san.IPAddress)
 			}
 		}
+		cd.Err = errors.Join(errs...)
 		out = append(out, cd)
 	}
 	return out
 }
 
-// preview is a short printable excerpt of a body for error messages. Admin bodies hold
-// certificates, never keys (Envoy redacts them), but a hostile server could send anything, so the
-// excerpt is short and limited to printable ASCII.
+// preview is a short excerpt of a body for error messages. Admin bodies hold certificates, never
+// keys (Envoy redacts them), but a hostile server could send anything, so the excerpt is short and
+// escaped as printable does.
 func preview(b []byte) string { return previewN(b, 40) }
 
 func previewN(b []byte, n int) string {
 	if bytes.Contains(b[:min(len(b), 4096)], []byte("PRIVATE KEY")) {
 		return "[withheld: looks like key material]"
 	}
-	if len(b) > n {
-		b = b[:n]
-	}
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
-		if c < 0x20 || c > 0x7e {
-			c = '.'
-		}
-		out = append(out, c)
-	}
-	return string(out)
+	return escape(b, n)
 }
 
 func keys[V any](m map[string]V) string {

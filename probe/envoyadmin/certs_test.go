@@ -219,6 +219,22 @@ func keysOf[V any](m map[string]V) []string {
 	return out
 }
 
+// certProblems lists the errors on contexts and their certificates.
+func certProblems(ctxs []TLSContext) []string {
+	var out []string
+	for _, c := range ctxs {
+		if c.Err != nil {
+			out = append(out, c.Err.Error())
+		}
+		for _, d := range append(append([]CertDetail(nil), c.CA...), c.Chain...) {
+			if d.Err != nil {
+				out = append(out, d.Err.Error())
+			}
+		}
+	}
+	return out
+}
+
 func TestParseCertsHostile(t *testing.T) {
 	cases := map[string]struct {
 		body    string
@@ -232,10 +248,11 @@ func TestParseCertsHostile(t *testing.T) {
 		"CertificatesNotArr": {body: `{"certificates": {}}`, wantErr: "unexpected JSON shape"},
 		"Truncated":          {body: `{"certificates": [{"ca_cert": [`, wantErr: "invalid JSON"},
 		"EmptyObject":        {body: `{}`},
-		"BadTimestamp": {
-			body:    `{"certificates": [{"cert_chain": [{"valid_from": "yesterday"}]}, {"cert_chain": []}]}`,
-			wantErr: "certificates[0]", want: 1,
+		"BadTimestampOnItsEntry": {
+			body: `{"certificates": [{"cert_chain": [{"valid_from": "yesterday", "expiration_time": "2030-01-01T00:00:00Z"}]}, {"cert_chain": []}]}`,
+			want: 2,
 		},
+		"BadEntryKept":         {body: `{"certificates": [5, {"cert_chain": []}]}`, want: 2},
 		"UnknownFieldsIgnored": {body: `{"certificates": [{"cert_chain": [{"serial_number": "01", "new_field": {"x": 1}}]}], "extra": 1}`, want: 1},
 		"BadSerialKeptAsText":  {body: `{"certificates": [{"cert_chain": [{"serial_number": "not-hex"}]}]}`, want: 1},
 	}

@@ -14,9 +14,11 @@ import (
 
 // Options tune a Client. The zero value is usable.
 type Options struct {
-	// HTTPClient is used for every request; nil means a client of its own with no global state.
+	// HTTPClient is used for every request (through a copy that follows no redirects); nil means a
+	// client of its own with no global state.
 	HTTPClient *http.Client
-	// Timeout bounds each request, body included (default 5s).
+	// Timeout bounds one Envoy's whole admin read: all the requests of a Snapshot together (or of
+	// one Certs or Stats call), bodies included (default 5s). A hung admin costs one Timeout.
 	Timeout time.Duration
 	// MaxBodyBytes bounds each response body (default 16 MiB: /config_dump of a large Envoy runs
 	// to several MB even with the secret and listener masks).
@@ -65,6 +67,12 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if c.hc == nil {
 		c.hc = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}}
 	}
+	// Envoy's admin never redirects: a 3xx comes from something else, and following it could take
+	// the read (and the port-forward's credentials) to another host. A copy, so that the caller's
+	// client keeps its own policy.
+	hc := *c.hc
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.hc = &hc
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -85,9 +93,12 @@ const (
 	listenersQuery = "/config_dump?mask=static_listeners,dynamic_listeners"
 )
 
-// Snapshot reads /certs, /config_dump, /stats and /server_info concurrently. It always returns a
-// Snapshot; each part carries its own error.
+// Snapshot reads /certs, /config_dump, /stats and /server_info concurrently, all within one
+// Options.Timeout. It always returns a Snapshot; each part carries its own error. Errors name the
+// request ("GET /certs: HTTP 503 ..."), not the admin URL, which is Snapshot.AdminURL.
 func (c *Client) Snapshot(ctx context.Context) *Snapshot {
+	ctx, cancel := c.budget(ctx)
+	defer cancel()
 	s := &Snapshot{AdminURL: c.base}
 	var (
 		wg     sync.WaitGroup
@@ -119,39 +130,50 @@ func (c *Client) Snapshot(ctx context.Context) *Snapshot {
 	return s
 }
 
-// Certs reads /certs.
+// budget bounds one admin read by Options.Timeout; a deadline the caller set earlier stays.
+func (c *Client) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// Certs reads /certs within one Options.Timeout.
 func (c *Client) Certs(ctx context.Context) ([]TLSContext, error) {
+	ctx, cancel := c.budget(ctx)
+	defer cancel()
 	body, err := c.fetch(ctx, "/certs", true)
 	if err != nil {
 		return nil, err
 	}
-	out, err := ParseCerts(body)
-	if err != nil {
-		return out, fmt.Errorf("%s/certs: %w", c.base, err)
-	}
-	return out, nil
+	return ParseCerts(body) // its errors say "parse /certs: ..."
 }
 
 // config reads secrets and listeners through the masks, falling back to one plain /config_dump
 // when Envoy rejects a mask (HTTP 400: it does so when no config of that kind exists at all, and
-// an Envoy could reject the parameter).
+// an Envoy could reject the parameter). The plain dump holds both parts, so it is fetched at most
+// once and, once fetched, no further masked request is made.
 func (c *Client) config(ctx context.Context) (configDump, error) {
 	var (
-		out   configDump
-		plain *configDump
-		errs  []error
+		out       configDump
+		plain     *configDump
+		plainErr  error
+		plainDone bool
+		errs      []error
+		// plainReported: the plain fetch's error is in errs already.
+		plainReported bool
 	)
 	getPlain := func() (*configDump, error) {
-		if plain != nil {
-			return plain, nil
+		if plainDone {
+			return plain, plainErr
 		}
+		plainDone = true
 		body, err := c.fetch(ctx, "/config_dump", true)
 		if err != nil {
+			plainErr = err
 			return nil, err
 		}
 		d, err := parseConfigDump(body, SecretActive)
 		if err != nil {
-			return nil, fmt.Errorf("%s/config_dump: %w", c.base, err)
+			plainErr = fmt.Errorf("GET /config_dump: %w", err)
+			return nil, plainErr
 		}
 		plain = &d
 		return plain, nil
@@ -163,11 +185,18 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 		{secretsQuery, func(d configDump) { out.Secrets = d.Secrets; out.Skipped = append(out.Skipped, d.Skipped...) }},
 		{listenersQuery, func(d configDump) { out.Listeners = d.Listeners; out.Skipped = append(out.Skipped, d.Skipped...) }},
 	} {
+		if plain != nil {
+			part.take(*plain)
+			continue
+		}
 		body, err := c.fetch(ctx, part.query, true)
 		if isStatus(err, http.StatusBadRequest) {
 			d, err := getPlain()
 			if err != nil {
-				errs = append(errs, err)
+				if !plainReported { // both parts share it: report it once
+					plainReported = true
+					errs = append(errs, err)
+				}
 				continue
 			}
 			part.take(*d)
@@ -179,7 +208,7 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 		}
 		d, err := parseConfigDump(body, SecretActive)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s%s: %w", c.base, part.query, err))
+			errs = append(errs, fmt.Errorf("GET %s: %w", shortURL(part.query), err))
 			continue
 		}
 		// An Envoy that ignores ?mask= sends everything; take only this part so the other
@@ -190,9 +219,9 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 	return out, errors.Join(errs...)
 }
 
-func dedupe(xs []string) []string {
-	seen := map[string]bool{}
-	var out []string
+func dedupe[T comparable](xs []T) []T {
+	seen := map[T]bool{}
+	var out []T
 	for _, x := range xs {
 		if !seen[x] {
 			seen[x] = true
@@ -202,8 +231,11 @@ func dedupe(xs []string) []string {
 	return out
 }
 
-// Stats reads /stats?filter=, falling back to the whole /stats when Envoy rejects the filter.
+// Stats reads /stats?filter=, falling back to the whole /stats when Envoy rejects the filter, all
+// within one Options.Timeout.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	ctx, cancel := c.budget(ctx)
+	defer cancel()
 	q := "/stats?filter=" + url.QueryEscape(statsFilter)
 	body, err := c.fetch(ctx, q, false)
 	if isStatus(err, http.StatusBadRequest) {
@@ -215,7 +247,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	}
 	st, err := ParseStats(body)
 	if err != nil {
-		return st, fmt.Errorf("%s: %w", shortURL(c.base+q), err)
+		return st, fmt.Errorf("GET %s: %w", shortURL(q), err)
 	}
 	return st, nil
 }

@@ -216,13 +216,13 @@ func TestSnapshotHostileServers(t *testing.T) {
 					}
 				}
 			},
-			want: []string{"no complete answer within 300ms"}, wantIs: context.DeadlineExceeded,
+			want: []string{"no complete answer within the admin read's 300ms budget"}, wantIs: context.DeadlineExceeded,
 		},
 		"NoHeaders": {
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				<-r.Context().Done()
 			},
-			want: []string{"request: no complete answer within 300ms"}, wantIs: context.DeadlineExceeded,
+			want: []string{"request: no complete answer within the admin read's 300ms budget"}, wantIs: context.DeadlineExceeded,
 		},
 		"InvalidJSON": {
 			handler: func(w http.ResponseWriter, r *http.Request) {
@@ -249,10 +249,9 @@ func TestSnapshotHostileServers(t *testing.T) {
 			}
 			start := time.Now()
 			s := c.Snapshot(context.Background())
-			// certs, 2 config requests (+ plain fallback never: no 400 here), stats, server_info
-			// run concurrently except the two config requests: at most ~3 timeouts in a row.
-			if d := time.Since(start); d > 4*timeout+2*time.Second {
-				t.Errorf("Snapshot took %v, want it bounded by the per-request timeout %v", d, timeout)
+			// One budget for the whole read (TestSnapshotHungAdminOneBudget checks it closely).
+			if d := time.Since(start); d > timeout+2*time.Second {
+				t.Errorf("Snapshot took %v, want it bounded by the timeout %v", d, timeout)
 			}
 			t.Logf("certs: %v\nconfig: %v\nstats: %v", s.CertsErr, s.ConfigErr, s.StatsErr)
 			for part, err := range map[string]error{"certs": s.CertsErr, "config": s.ConfigErr} {
@@ -260,8 +259,10 @@ func TestSnapshotHostileServers(t *testing.T) {
 					t.Errorf("%s: no error", part)
 					continue
 				}
-				if !strings.Contains(err.Error(), url) {
-					t.Errorf("%s: error %q does not name the URL", part, err)
+				// The audit prints "Envoy admin <url>: <err>": the error names the request by
+				// its path, and the URL not at all.
+				if strings.Contains(err.Error(), url) || !strings.HasPrefix(err.Error(), "GET /") && !strings.HasPrefix(err.Error(), "parse /certs") {
+					t.Errorf("%s: error %q, want it to start \"GET /\" (or \"parse /certs\") and not repeat %s", part, err, url)
 				}
 				if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
 					t.Errorf("%s: error %q is not %v", part, err, tc.wantIs)
@@ -308,5 +309,162 @@ func TestErrorBodyNeverEchoesKeys(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "MIIE") || strings.Contains(err.Error(), "BEGIN PRIVATE") {
 			t.Errorf("error %q: want an error that withholds the body", err)
 		}
+	}
+}
+
+// TestSnapshotHungAdminOneBudget: an admin that accepts and never answers costs one Timeout for
+// the whole Snapshot, though the two masked /config_dump requests run one after the other.
+func TestSnapshotHungAdminOneBudget(t *testing.T) {
+	const timeout = time.Second
+	var requests atomic.Int32
+	url := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		<-r.Context().Done()
+	})
+	c, err := New(url, Options{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s := c.Snapshot(context.Background())
+	d := time.Since(start)
+	if d < timeout || d > timeout*17/10 {
+		t.Errorf("Snapshot of a hung admin took %v, want about one timeout (%v), not one per request", d, timeout)
+	}
+	for part, err := range map[string]error{"certs": s.CertsErr, "config": s.ConfigErr, "stats": s.StatsErr, "server_info": s.ServerInfoErr} {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: error %v, want a deadline", part, err)
+		}
+	}
+	if !strings.Contains(s.ConfigErr.Error(), "not sent") {
+		t.Errorf("config error %q, want the second masked request said not sent", s.ConfigErr)
+	}
+	if n := requests.Load(); n != 4 {
+		t.Errorf("%d requests reached the admin, want 4 (certs, one config_dump, stats, server_info)", n)
+	}
+}
+
+// TestMaskRejectedOnePlainFetch: a 400 on the masks leads to one plain /config_dump whatever it
+// answers, and once it has answered no second masked request is made.
+func TestMaskRejectedOnePlainFetch(t *testing.T) {
+	for name, tc := range map[string]struct {
+		plainStatus int
+		wantMasked  int32
+	}{
+		"PlainAnswers": {plainStatus: http.StatusOK, wantMasked: 1},
+		// The listeners mask is still tried: it may answer where the plain dump did not.
+		"PlainFails": {plainStatus: http.StatusServiceUnavailable, wantMasked: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var plain, masked atomic.Int32
+			srv := replay(t, "1.40.0", map[string]http.HandlerFunc{
+				"/config_dump": func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Query().Get("mask") != "" {
+						masked.Add(1)
+						http.Error(w, "FieldMask could not be successfully applied to any configs.", http.StatusBadRequest)
+						return
+					}
+					plain.Add(1)
+					if tc.plainStatus != http.StatusOK {
+						http.Error(w, "overloaded", tc.plainStatus)
+						return
+					}
+					w.Write(readTestdata(t, "real-1.40.0/config_dump.json"))
+				},
+			})
+			c, _ := New(srv.URL, Options{})
+			s := c.Snapshot(context.Background())
+			if n := plain.Load(); n != 1 {
+				t.Errorf("plain /config_dump fetched %d times, want once", n)
+			}
+			if n := masked.Load(); n != tc.wantMasked {
+				t.Errorf("%d masked requests, want %d", n, tc.wantMasked)
+			}
+			if tc.plainStatus == http.StatusOK {
+				if s.ConfigErr != nil || len(s.Secrets) != 3 || len(s.Listeners) != 3 {
+					t.Errorf("ConfigErr %v, %d secrets, %d chains; want nil, 3, 3", s.ConfigErr, len(s.Secrets), len(s.Listeners))
+				}
+				return
+			}
+			if s.ConfigErr == nil || strings.Count(s.ConfigErr.Error(), "HTTP 503") != 1 {
+				t.Errorf("ConfigErr %v, want the plain dump's 503 once", s.ConfigErr)
+			}
+		})
+	}
+}
+
+// TestErrorBodyText: what a server says in an error body is shown as the text it is: valid UTF-8
+// as is, bytes that are not UTF-8 and control or bidi characters escaped, a character never cut.
+func TestErrorBodyText(t *testing.T) {
+	cases := map[string]struct {
+		body, want string
+	}{
+		"UTF8":         {body: "Zertifikat ungültig: 証明書", want: "Zertifikat ungültig: 証明書"},
+		"Latin1":       {body: "ung\xfcltig", want: `ung\xfcltig`},
+		"Controls":     {body: "a\x1b[31mred\x00b\nc", want: `a\x1b[31mred\x00b c`},
+		"BidiOverride": {body: "abc\u202edcba", want: `abc\xe2\x80\xaedcba`},
+		"CutCharacter": {body: strings.Repeat("a", 199) + "ü and more", want: strings.Repeat("a", 199)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			url := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, tc.body)
+			})
+			c, _ := New(url, Options{})
+			_, err := c.Certs(context.Background())
+			var se *StatusError
+			if !errors.As(err, &se) {
+				t.Fatalf("error %v, want a StatusError", err)
+			}
+			if se.Body != tc.want {
+				t.Errorf("Body = %q, want %q", se.Body, tc.want)
+			}
+			if want := "GET /certs: HTTP 503 Service Unavailable: " + tc.want; err.Error() != want {
+				t.Errorf("error %q, want %q", err, want)
+			}
+		})
+	}
+}
+
+// TestRedirectsNotFollowed: a 3xx is an error naming where it pointed; the client never asks the
+// other host, never quotes the redirecting body, and the caller's client keeps its own policy.
+func TestRedirectsNotFollowed(t *testing.T) {
+	var foreign atomic.Int32
+	other := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+		foreign.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"certificates": []}`)
+	})
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			url := hostileServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Location", other+r.URL.Path)
+				w.WriteHeader(code)
+				io.WriteString(w, "foreign body text")
+			})
+			mine := &http.Client{}
+			c, err := New(url, Options{HTTPClient: mine})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := c.Snapshot(context.Background())
+			for part, err := range map[string]error{"certs": s.CertsErr, "config": s.ConfigErr, "stats": s.StatsErr, "server_info": s.ServerInfoErr} {
+				var se *StatusError
+				if !errors.As(err, &se) || se.Code != code || se.Location != other+se.URL[:strings.IndexAny(se.URL+"?", "?")] {
+					t.Errorf("%s: error %v, want a StatusError %d with the Location", part, err, code)
+					continue
+				}
+				if !strings.Contains(err.Error(), "redirect to \""+other) || strings.Contains(err.Error(), "foreign body") {
+					t.Errorf("%s: error %q, want the Location named and the body not quoted", part, err)
+				}
+			}
+			if n := foreign.Load(); n != 0 {
+				t.Errorf("the other host got %d requests, want none", n)
+			}
+			if mine.CheckRedirect != nil {
+				t.Error("the caller's client was changed")
+			}
+		})
 	}
 }

@@ -61,6 +61,10 @@ type anyJSON struct {
 	URL string
 	// Msg is one of the *…JSON types of anyTypes, nil for any other type.
 	Msg any
+	// untyped is the object when it has no "@type": v2alpha-era dumps printed the message itself
+	// where v3 has an Any (SecretsConfigDump.DynamicSecret.secret was an api.v2.auth.Secret), so
+	// the field's own type reads it (see as).
+	untyped json.RawMessage
 }
 
 // anyTypes are the Any payloads certdrift reads, by v3 message name.
@@ -101,6 +105,10 @@ func (a *anyJSON) UnmarshalJSON(b []byte) error {
 		url = *t.Type
 	}
 	a.URL = url
+	if url == "" {
+		a.untyped = append(json.RawMessage(nil), b...) // b is the decoder's buffer
+		return nil
+	}
 	newMsg, ok := anyTypes[typeName(url)]
 	if !ok {
 		return nil
@@ -117,6 +125,21 @@ func (a *anyJSON) UnmarshalJSON(b []byte) error {
 	}
 	a.Msg = m
 	return nil
+}
+
+// as returns the payload as the message named want (a key of anyTypes): the typed payload, or an
+// object without "@type" decoded as want. It returns nil for an absent Any, and for one of another
+// type (the caller reports that with unknown).
+func (a *anyJSON) as(want string) (any, error) {
+	if a == nil || a.Msg != nil || a.untyped == nil {
+		return a.msg(), nil
+	}
+	m := anyTypes[want]()
+	if err := json.Unmarshal(a.untyped, m); err != nil {
+		return nil, err
+	}
+	a.Msg, a.untyped = m, nil
+	return m, nil
 }
 
 // msg and url are nil-safe accessors: an absent Any has no message and no URL.
@@ -140,10 +163,70 @@ func (a *anyJSON) unknown(want string) error {
 	if a == nil {
 		return errors.New("missing")
 	}
+	if a.URL == "" {
+		return errors.New("no @type")
+	}
 	if _, ok := anyTypes[typeName(a.URL)]; ok || knownUnread[typeName(a.URL)] {
 		return fmt.Errorf("not a %s", want)
 	}
 	return fmt.Errorf("%w %q", errUnknownType, previewN([]byte(a.URL), 160))
+}
+
+// caught is a field whose malformed value must not fail the message around it: the error is kept
+// for the caller to report on the object it belongs to (a Secret's ChainErr, a CertDetail's Err)
+// rather than losing the whole entry to it.
+type caught[T any] struct {
+	V T
+	// Err is the decode error, its path relative to this field (see fieldErr).
+	Err error
+	// Set is true when the field was present and not null.
+	Set bool
+}
+
+func (c *caught[T]) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	c.Set = true
+	if err := json.Unmarshal(b, &c.V); err != nil {
+		var zero T
+		c.V, c.Err = zero, err
+	}
+	return nil
+}
+
+// at returns c's error as fieldErr(path, ...), nil when there is none (or c is nil).
+func (c *caught[T]) at(path string) error {
+	if c == nil || c.Err == nil {
+		return nil
+	}
+	return fieldErr(path, c.Err)
+}
+
+// present marks a field that certdrift notes but never decodes (its content may be large, or
+// secret).
+type present bool
+
+func (p *present) UnmarshalJSON(b []byte) error {
+	*p = string(b) != "null"
+	return nil
+}
+
+// fieldErr says "path: what was found where what was expected", path being the field's (proto
+// names, dotted) followed by the path inside it that encoding/json recorded.
+func fieldErr(path string, err error) error {
+	part, reason := pathReason(path, err)
+	return fmt.Errorf("%s: %w", part, reason)
+}
+
+func joinPath(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "." + b
 }
 
 // peekType reads the "@type" of a JSON object without decoding the rest. An object without one is

@@ -174,7 +174,7 @@ func TestReadsWhatProtojsonWrites(t *testing.T) {
 func TestReadsCertsProtojsonWrites(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := &adminv3.Certificates{Certificates: []*adminv3.Certificate{{
-		CaCert: []*adminv3.CertificateDetails{{Path: "/ca.pem", SerialNumber: "abcdef01", DaysUntilExpiration: 1 << 40}},
+		CaCert: []*adminv3.CertificateDetails{{Path: "/ca.pem", SerialNumber: "abcdef01", DaysUntilExpiration: 1 << 40, ExpirationTime: timestamppb.New(t0.Add(1e6 * time.Hour))}},
 		CertChain: []*adminv3.CertificateDetails{{
 			Path: "<inline>", SerialNumber: "0a0b0c", ValidFrom: timestamppb.New(t0), ExpirationTime: timestamppb.New(t0.Add(48 * time.Hour)),
 			DaysUntilExpiration: 2,
@@ -186,7 +186,7 @@ func TestReadsCertsProtojsonWrites(t *testing.T) {
 		}},
 	}}}
 	want := []TLSContext{{
-		CA: []CertDetail{{Path: "/ca.pem", Serial: hexInt("abcdef01"), SerialText: "abcdef01", DaysUntilExpiration: 1 << 40}},
+		CA: []CertDetail{{Path: "/ca.pem", Serial: hexInt("abcdef01"), SerialText: "abcdef01", DaysUntilExpiration: 1 << 40, Expiration: t0.Add(1e6 * time.Hour)}},
 		Chain: []CertDetail{{
 			Path: "<inline>", Serial: hexInt("0a0b0c"), SerialText: "0a0b0c", ValidFrom: t0, Expiration: t0.Add(48 * time.Hour),
 			DaysUntilExpiration: 2, DNSNames: []string{"a.example.com"}, URIs: []string{"spiffe://td/a"}, IPAddresses: []string{"127.0.0.1"},
@@ -222,89 +222,112 @@ func TestBadValuesNameTheField(t *testing.T) {
 		reason  string
 		body    string
 		certs   bool // a /certs body
+		secrets int  // how many secrets the dump yields
 		want    []string
 		withold string
 	}{
 		"BadBase64": {
 			reason:  "inline_bytes must be base64",
-			body:    dyn(`"tls_certificate": {"private_key": {"inline_bytes": "LS0tLS1CRUdJTi!!!BQUklWQVRFIEtFWS0tLS0t"}}`),
-			want:    []string{"dynamic_active_secrets[0]", `"secret.tls_certificate.private_key.inline_bytes"`, "base64"},
+			body:    dyn(`"tls_certificate": {"certificate_chain": {"inline_bytes": "LS0tLS1CRUdJTi!!!BQUklWQVRFIEtFWS0tLS0t"}}`),
+			secrets: 2,
+			want:    []string{`secret "bad"`, "tls_certificate.certificate_chain.inline_bytes: ", "base64"},
 			withold: "LS0tLS1CRUdJTi",
 		},
 		"BytesNotString": {
-			reason: "inline_bytes given as a number",
-			body:   dyn(`"tls_certificate": {"certificate_chain": {"inline_bytes": 12}}`),
-			want:   []string{`"secret.tls_certificate.certificate_chain.inline_bytes"`, "number"},
+			reason:  "inline_bytes given as a number",
+			body:    dyn(`"tls_certificate": {"certificate_chain": {"inline_bytes": 12}}`),
+			secrets: 2,
+			want:    []string{"tls_certificate.certificate_chain.inline_bytes: number"},
 		},
 		"StringNotObject": {
-			reason: "a message given as a string",
-			body:   dyn(`"validation_context": "ca.pem"`),
-			want:   []string{`"secret.validation_context"`, "string", "object"},
+			reason:  "a message given as a string",
+			body:    dyn(`"validation_context": "ca.pem"`),
+			secrets: 2,
+			want:    []string{"validation_context: string", "object"},
 		},
 		"AnyNotObject": {
 			reason: "an Any that is not an object",
 			body: `{"configs": [{"@type": "type.googleapis.com/envoy.admin.v3.SecretsConfigDump",
 				"static_secrets": [{"name": "bad", "secret": [1]}]}]}`,
-			want: []string{"static_secrets[0]", `"secret"`, "array", "@type"},
+			secrets: 1,
+			want:    []string{`secret "bad"`, "secret: array", "@type"},
 		},
 		"TypeNotString": {
 			reason: "@type must be a string",
 			body:   `{"configs": [{"@type": 7}]}`,
-			want:   []string{"configs[0]", "@type"},
+			want:   []string{"skipped configs[0]: ", "@type"},
 		},
 		"NestedAnyField": {
 			reason: "a bad field inside an Any inside an Any keeps its whole path",
 			body: dyn(`"validation_context": {"custom_validator_config": {"name": "spiffe", "typed_config": {
 				"@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.SPIFFECertValidatorConfig", "trust_domains": {}}}}`),
-			want: []string{`"secret.validation_context.custom_validator_config.typed_config.trust_domains"`, "array"},
+			secrets: 2,
+			want:    []string{"validation_context.custom_validator_config.typed_config.trust_domains: object", "array"},
 		},
 		"PortNotNumber": {
 			reason: "port_value must be a number or a numeric string",
 			body: `{"configs": [{"@type": "type.googleapis.com/envoy.admin.v3.ListenersConfigDump", "static_listeners": [{"listener": {
 				"@type": "type.googleapis.com/envoy.config.listener.v3.Listener", "name": "l",
 				"address": {"socket_address": {"address": "::", "port_value": "https"}}}}]}]}`,
-			want: []string{"static_listeners[0]", `"listener.address.socket_address.port_value"`, "unsigned integer"},
+			want: []string{"skipped configs[0].static_listeners[0].listener.address.socket_address.port_value: ", "unsigned integer"},
+		},
+		"BadLastUpdated": {
+			reason:  "a bad timestamp of a secret entry is reported, the secret kept",
+			body:    `{"configs": [{"@type": "type.googleapis.com/envoy.admin.v3.SecretsConfigDump", "dynamic_active_secrets": [{"name": "ok", "last_updated": 5}]}]}`,
+			secrets: 1,
+			want:    []string{"skipped configs[0].dynamic_active_secrets[0].last_updated: number 5", "RFC 3339"},
 		},
 		"BadTimestamp": {
 			reason: "valid_from must be RFC 3339",
 			certs:  true,
-			body:   `{"certificates": [{"cert_chain": [{"valid_from": "2020-13-01"}]}]}`,
-			want:   []string{"parse /certs", "certificates[0]", `"cert_chain.valid_from"`, "RFC 3339"},
+			body:   `{"certificates": [{"cert_chain": [{"valid_from": "2020-13-01", "expiration_time": "2030-01-01T00:00:00Z"}]}]}`,
+			want:   []string{"certificates[0].cert_chain[0].valid_from: ", "RFC 3339"},
 		},
 		"NegativeDays": {
 			reason: "days_until_expiration is unsigned",
 			certs:  true,
-			body:   `{"certificates": [{"ca_cert": [{"days_until_expiration": -1}]}]}`,
-			want:   []string{"certificates[0]", `"ca_cert.days_until_expiration"`, "number -1"},
+			body:   `{"certificates": [{"ca_cert": [{"days_until_expiration": -1, "expiration_time": "2030-01-01T00:00:00Z"}]}]}`,
+			want:   []string{"certificates[0].ca_cert[0].days_until_expiration: number -1"},
 		},
 		"SANNotObject": {
 			reason: "subject_alt_names holds objects",
 			certs:  true,
-			body:   `{"certificates": [{"cert_chain": [{"subject_alt_names": ["a.example.com"]}]}]}`,
-			want:   []string{`"cert_chain.subject_alt_names"`, "object"},
+			body:   `{"certificates": [{"cert_chain": [{"subject_alt_names": ["a.example.com"], "expiration_time": "2030-01-01T00:00:00Z"}]}]}`,
+			want:   []string{"certificates[0].cert_chain[0].subject_alt_names: string", "object"},
+		},
+		"ChainNotArray": {
+			reason: "cert_chain is an array",
+			certs:  true,
+			body:   `{"certificates": [{"cert_chain": {"path": "x"}}]}`,
+			want:   []string{"certificates[0].cert_chain: object", "array"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var msg string
 			if tc.certs {
-				_, err := ParseCerts([]byte(tc.body))
-				if err == nil {
-					t.Fatalf("%s: ParseCerts: no error", tc.reason)
-				}
-				msg = err.Error()
-			} else {
-				secrets, _, skipped, err := ParseConfigDumpDetail([]byte(tc.body))
+				ctxs, err := ParseCerts([]byte(tc.body))
 				if err != nil {
-					t.Fatalf("%s: ParseConfigDump: %v, want the entry skipped", tc.reason, err)
+					t.Fatalf("%s: ParseCerts: %v, want the problem on its entry", tc.reason, err)
 				}
-				if len(skipped) != 1 {
-					t.Fatalf("%s: skipped %q, want one entry", tc.reason, skipped)
+				got := certProblems(ctxs)
+				if len(got) != 1 {
+					t.Fatalf("%s: problems %q, want one", tc.reason, got)
 				}
-				if strings.Contains(tc.body, `"name": "ok"`) && (len(secrets) != 1 || secrets[0].Name != "ok") {
-					t.Errorf("%s: secrets %v, want only the good one kept", tc.reason, secrets)
+				msg = got[0]
+			} else {
+				secrets, listeners, skipped, err := ParseConfigDumpDetail([]byte(tc.body))
+				if err != nil {
+					t.Fatalf("%s: ParseConfigDump: %v, want the problem reported with its part", tc.reason, err)
 				}
-				msg = skipped[0]
+				got := problems(secrets, listeners, skipped)
+				if len(got) != 1 {
+					t.Fatalf("%s: problems %q, want one", tc.reason, got)
+				}
+				if strings.Contains(tc.body, `"name": "ok"`) && (len(secrets) != tc.secrets || secrets[len(secrets)-1].Name != "ok") {
+					t.Errorf("%s: secrets %v, want %d, the good one last", tc.reason, secrets, tc.secrets)
+				}
+				msg = got[0]
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrBodyTooLarge is returned when a response exceeds Options.MaxBodyBytes. The body is not read
@@ -22,16 +24,24 @@ var ErrNotJSON = errors.New("response is not JSON")
 // StatusError is a response other than 200 OK. Callers branch on Code: 404 from an Envoy means
 // the endpoint does not exist in that version, 400 that a query parameter was rejected.
 type StatusError struct {
+	// URL is the request's path and query ("/certs"), relative to the admin URL (which the
+	// Snapshot carries), shortened when long.
 	URL  string
 	Code int
-	// Body is a short printable excerpt of what the server said (Envoy puts the reason there).
+	// Body is a short printable excerpt of what the server said (Envoy puts the reason there);
+	// empty for a redirect, whose body is never read.
 	Body string
+	// Location is where a 3xx pointed (escaped, shortened). Redirects are never followed.
+	Location string
 }
 
 func (e *StatusError) Error() string {
 	msg := fmt.Sprintf("GET %s: HTTP %d %s", e.URL, e.Code, http.StatusText(e.Code))
 	if e.Code == http.StatusNotFound {
 		msg += " (endpoint missing: an Envoy too old for it, or not an Envoy admin port)"
+	}
+	if e.Code >= 300 && e.Code < 400 {
+		msg += fmt.Sprintf(": redirect to %q not followed (Envoy's admin does not redirect: is something else on this port?)", e.Location)
 	}
 	if e.Body != "" {
 		msg += ": " + e.Body
@@ -49,13 +59,18 @@ func isStatus(err error, code int) bool {
 	return errors.As(err, &se) && se.Code == code
 }
 
-// fetch GETs c.base+pathQuery with its own deadline and returns the body, read through the size
-// limit. wantJSON rejects HTML and other non-JSON answers before anything tries to decode them.
+// fetch GETs c.base+pathQuery within ctx's deadline (the budget of the whole admin read) and
+// returns the body, read through the size limit. wantJSON rejects HTML and other non-JSON answers
+// before anything tries to decode them. Errors name the request by its path, not the admin URL:
+// callers print that once.
 func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) ([]byte, error) {
 	full := c.base + pathQuery
-	u := shortURL(full) // for messages: the stats filter alone is 400 bytes escaped
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	u := shortURL(pathQuery) // for messages: the stats filter alone is 400 bytes escaped
+	if err := ctx.Err(); err != nil {
+		// The budget went on earlier requests of this read: say so rather than time a request
+		// that never left.
+		return nil, fmt.Errorf("GET %s: not sent, the admin read's %s budget is spent: %w", u, c.timeout, err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, full, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", u, err)
@@ -72,8 +87,14 @@ func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) ([]
 	// response deserves.
 	defer resp.Body.Close()
 
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, &StatusError{URL: u, Code: resp.StatusCode, Location: previewN([]byte(resp.Header.Get("Location")), 200)}
+	}
 	if resp.StatusCode != http.StatusOK {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		if len(snippet) == 200 {
+			snippet = trimPartialRune(snippet)
+		}
 		return nil, &StatusError{URL: u, Code: resp.StatusCode, Body: strings.TrimSpace(printable(snippet))}
 	}
 	if resp.ContentLength > c.maxBody {
@@ -106,32 +127,59 @@ func shortURL(u string) string {
 	return u
 }
 
-// timeoutErr says plainly when the per-request deadline was the cause, since "context deadline
-// exceeded" alone does not tell which request or how long it ran.
+// timeoutErr says plainly when the deadline was the cause, since "context deadline exceeded"
+// alone does not tell which request or how long it ran.
 func (c *Client) timeoutErr(ctx context.Context, u, stage string, start time.Time, got int, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("GET %s: %s: no complete answer within %s (got %d bytes after %s): %w",
+		return fmt.Errorf("GET %s: %s: no complete answer within the admin read's %s budget (got %d bytes after %s): %w",
 			u, stage, c.timeout, got, time.Since(start).Round(time.Millisecond), context.DeadlineExceeded)
 	}
 	return fmt.Errorf("GET %s: %s: %w", u, stage, err)
 }
 
-// printable keeps an error excerpt to one line of printable ASCII, and drops it entirely if it
-// looks like key material (a misbehaving server must not get a key into certdrift's logs).
+// printable keeps an error excerpt to one line, and drops it entirely if it looks like key
+// material (a misbehaving server must not get a key into certdrift's logs). Valid UTF-8 text is
+// kept as is; bytes that are not UTF-8 and characters that are not printable (controls, bidi
+// overrides) are escaped, \xNN per byte, so that a message neither garbles nor rewrites a terminal.
 func printable(b []byte) string {
 	if bytes.Contains(b, []byte("PRIVATE KEY")) {
 		return "[body withheld: looks like key material]"
 	}
-	out := make([]byte, 0, len(b))
-	for _, c := range b {
+	return escape(b, len(b))
+}
+
+// escape renders at most max bytes of b as printable(b) describes; a character is never cut.
+func escape(b []byte, max int) string {
+	var sb strings.Builder
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if i+n > max {
+			break
+		}
 		switch {
-		case c == '\n' || c == '\r' || c == '\t':
-			out = append(out, ' ')
-		case c < 0x20 || c > 0x7e:
-			out = append(out, '.')
+		case r == '\n' || r == '\r' || r == '\t':
+			sb.WriteByte(' ')
+		case r == utf8.RuneError && n == 1, !unicode.IsPrint(r):
+			for _, c := range b[i : i+n] {
+				fmt.Fprintf(&sb, "\\x%02x", c)
+			}
 		default:
-			out = append(out, c)
+			sb.Write(b[i : i+n])
+		}
+		i += n
+	}
+	return sb.String()
+}
+
+// trimPartialRune drops an incomplete UTF-8 sequence at the end of a cut-off excerpt.
+func trimPartialRune(b []byte) []byte {
+	for k := 1; k < utf8.UTFMax && k <= len(b); k++ {
+		if utf8.RuneStart(b[len(b)-k]) {
+			if !utf8.FullRune(b[len(b)-k:]) {
+				return b[:len(b)-k]
+			}
+			break
 		}
 	}
-	return string(out)
+	return b
 }

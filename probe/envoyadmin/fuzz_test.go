@@ -3,6 +3,7 @@ package envoyadmin
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/certdrift/certdrift/pki"
@@ -36,6 +37,10 @@ func FuzzParseCerts(f *testing.F) {
 				if (err == nil) != (d.Serial != nil) || (err == nil && n.Cmp(d.Serial) != 0) {
 					t.Fatalf("serial %q parsed as %v, pki.ParseSerial says %v, %v", d.SerialText, d.Serial, n, err)
 				}
+				// No silent zero values: what did not read is said.
+				if (d.Serial == nil || d.Expiration.IsZero()) && d.Err == nil {
+					t.Fatalf("certificate %+v: serial or expiration missing and no Err", d)
+				}
 			}
 		}
 	})
@@ -51,6 +56,26 @@ func FuzzParseConfigDump(f *testing.F) {
 		for _, s := range secrets {
 			if s.State != SecretStatic && s.State != SecretActive && s.State != SecretWarming {
 				t.Fatalf("secret %q has state %q", s.Name, s.State)
+			}
+			// Something there that was not read is said.
+			if s.HasCertificate && len(s.Chain) == 0 && s.CertFile == "" && s.ChainErr == nil {
+				t.Fatalf("secret %q: a certificate with no chain, no file and no ChainErr", s.Name)
+			}
+		}
+		for _, l := range listeners {
+			inline := 0
+			for _, f := range l.CertFiles {
+				if f == "<inline>" {
+					inline++
+				}
+			}
+			if inline > len(l.InlineCerts) && l.InlineCertsErr == nil {
+				t.Fatalf("chain %q: %d inline certificates, %d read, no InlineCertsErr", l.FilterChain, inline, len(l.InlineCerts))
+			}
+		}
+		for _, p := range problems(secrets, listeners, skipped) {
+			if strings.Contains(p, "PRIVATE KEY") {
+				t.Fatalf("problem %q quotes key material", p)
 			}
 		}
 	})
