@@ -17,16 +17,16 @@ var (
 		"An active finding (value 1); the series disappears when the finding resolves. Codes are documented in docs/findings.md.",
 		findingLabels, nil)
 	driftAgeDesc = prometheus.NewDesc("certdrift_drift_age_seconds",
-		"How long a stale binding has differed from its desired certificate, from its rotation (or when certdrift first saw it differ).",
+		"How long a stale binding has differed from its desired certificate: since the desired change time (also when it was before certdrift started), else since certdrift first saw it differ.",
 		driftLabels, nil)
 	convergenceDesc = prometheus.NewDesc("certdrift_rotation_convergence_seconds",
-		"Time from a desired certificate's change until a bound Envoy both loaded and served it, one observation per binding.",
+		"Time from a desired certificate's change until a bound Envoy both loaded and served it, one observation per binding and rotation, including rotations that began before certdrift started.",
 		nil, nil)
 	convergingDesc = prometheus.NewDesc("certdrift_bindings_converging",
-		"Bindings whose desired certificate changed and that do not yet load and serve it (converging or stale).",
+		"Pending rotations: bindings not yet seen loading and serving their desired certificate since it changed, whether the last verdict was converging, stale or unknown.",
 		nil, nil)
 	bindingsDesc = prometheus.NewDesc("certdrift_bindings",
-		"Bindings of the last round by state (converged, converging, stale, unknown).", []string{"state"}, nil)
+		"Bindings of the last round by the audit's verdict (converged, converging within the grace period, stale beyond it, unknown).", []string{"state"}, nil)
 )
 
 // findingCollector exposes findings and the drift and convergence tracking of the bindings.
