@@ -16,6 +16,8 @@ type snapshot struct {
 	finished time.Time
 	duration float64
 	certs    []certSeries
+	// cas are the CA certificates of trust bundles, one per view and fingerprint.
+	cas      []caSeries
 	findings [][]string
 	drift    []driftSeries
 	// converging is the number of bindings whose rotation clock is running.
@@ -185,6 +187,7 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 			addCert([]string{"served", id.namespace, sourceLabel(src, item), name, res.Target.Address, res.Target.SNI}, fromCert(res.Chain[0]))
 		}
 	}
+	s.cas = caSeriesOf(r, shard)
 	for name, up := range r.SourcesUp {
 		s.sourcesUp = append(s.sourcesUp, upSeries{labels: []string{name}, up: up})
 	}
