@@ -23,8 +23,10 @@ type snapshot struct {
 	// converging is the number of bindings whose rotation clock is running.
 	converging int
 	bindings   map[string]int // by state
-	sourcesUp  []upSeries
-	envoysUp   []upSeries
+	// coverage is the audit's account of what the round could judge.
+	coverage  audit.Coverage
+	sourcesUp []upSeries
+	envoysUp  []upSeries
 	// kubernetes is Round.Kubernetes: how desired series are labelled (UpdateDesired needs it).
 	kubernetes bool
 }
@@ -188,6 +190,7 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 		}
 	}
 	s.cas = caSeriesOf(r, shard)
+	s.coverage = r.Report.Summary.Coverage
 	for name, up := range r.SourcesUp {
 		s.sourcesUp = append(s.sourcesUp, upSeries{labels: []string{name}, up: up})
 	}
