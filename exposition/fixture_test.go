@@ -103,7 +103,7 @@ func staleFindings() []audit.Finding {
 func kubeRound(at time.Time, withSecretB bool) Round {
 	a, b := cert("a", 30), cert("b", 40)
 	r := Round{Kubernetes: true, Started: at.Add(-time.Second), Finished: at, SourcesUp: map[string]bool{"kubernetes": true}}
-	r.Inputs.Desired = []files.Observation{{Source: files.Source{Name: "ns-a/tls-a"}, Items: []files.Item{{Chain: []*x509.Certificate{a}}}}}
+	r.Inputs.Desired = []files.Observation{{Source: files.Source{Name: "ns-a/tls-a"}, Items: []files.Item{{Chain: []*x509.Certificate{a}, CA: []*x509.Certificate{testCA}}}}}
 	r.Inputs.Envoys = []audit.EnvoyView{{Config: config.Envoy{Name: "ns-a/gw-0"},
 		Pod:    &audit.PodContext{Namespace: "ns-a", Pod: "gw-0", Workload: "Deployment/gw"},
 		Admin:  &envoyadmin.Snapshot{CertsErr: &netErr{}},
