@@ -19,7 +19,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/envoytest"
 )
 
 // TestServeStartedAfterRotation: certdrift serve starts after a rotation it never saw. A static
@@ -189,4 +191,46 @@ func value(mfs map[string]*dto.MetricFamily, name string, match map[string]strin
 		return float64(m.GetHistogram().GetSampleCount())
 	}
 	return -1
+}
+
+// TestServeExposesTrustCAs: the CA of a Secret volume's ca.crt is exposed once in the desired
+// view, and once in the loaded view for the real Envoy whose listener validates client
+// certificates with it — identified by the fingerprint borrowed from the desired copy, since
+// Envoy's /certs gives none.
+func TestServeExposesTrustCAs(t *testing.T) {
+	ca := certs.NewCA(t, certs.WithCommonName("trust-e2e-ca"))
+	web := secretDir(t, "web")
+	project(t, web, ca, ca.Leaf(t, certs.WithCommonName("v1"), certs.WithDNSNames(host), certs.WithFreshKey()))
+	mtls := envoytest.Start(t, envoytest.Config{Bootstrap: envoytest.Bootstrap(envoytest.Listener{Chains: []envoytest.Chain{{
+		CertFile: filepath.Join(web, "tls.crt"), KeyFile: filepath.Join(web, "tls.key"), ClientCAFile: filepath.Join(web, "ca.crt")}}})})
+	cfgPath := filepath.Join(t.TempDir(), "certdrift.yaml")
+	body := fmt.Sprintf("desired:\n  - name: web\n    dir: %s\nenvoys:\n  - name: mtls\n    admin: %s\n", web, mtls.AdminURL)
+	if err := os.WriteFile(cfgPath, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x := startServe(t, "--config", cfgPath, "--interval", "1h")
+	var mfs map[string]*dto.MetricFamily
+	waitFor(t, "the first round", 30*time.Second, func() (bool, string) {
+		mfs = parseMetrics(t, x.metrics(t))
+		return value(mfs, "certdrift_rounds_total", nil) == 1, x.logs.String()
+	})
+	fp := pki.Fingerprint(ca.Cert)
+	got := map[string]string{}
+	for _, m := range mfs["certdrift_ca_certificate_info"].GetMetric() {
+		l := labels(m)
+		got[l["view"]] = l["fingerprint_sha256"] + " " + l["subject"]
+	}
+	want := map[string]string{"desired": fp + " " + ca.Cert.Subject.String(), "loaded": fp + " " + ca.Cert.Subject.String()}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CA identity by view (-want +got):\n%s", diff)
+	}
+	for _, view := range []string{"desired", "loaded"} {
+		if n := value(mfs, "certdrift_ca_certificate_bundles", map[string]string{"view": view}); n != 1 {
+			t.Errorf("bundles holding the CA in the %s view: %v, want 1", view, n)
+		}
+		na := value(mfs, "certdrift_ca_certificate_not_after_timestamp_seconds", map[string]string{"view": view})
+		if na != float64(ca.Cert.NotAfter.Unix()) {
+			t.Errorf("CA not_after in the %s view: %v, want %d", view, na, ca.Cert.NotAfter.Unix())
+		}
+	}
 }
