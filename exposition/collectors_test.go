@@ -73,23 +73,23 @@ certdrift_certificate_not_after_timestamp_seconds{envoy="static",location="127.0
 			pick:    func(s *Store) prometheus.Collector { return findingCollector{s} },
 			metrics: []string{"certdrift_finding", "certdrift_drift_age_seconds", "certdrift_rotation_convergence_seconds", "certdrift_bindings_converging", "certdrift_bindings"},
 			golden: `
-# HELP certdrift_bindings Bindings of the last round by state (converged, converging, stale, unknown).
+# HELP certdrift_bindings Bindings of the last round by the audit's verdict (converged, converging within the grace period, stale beyond it, unknown).
 # TYPE certdrift_bindings gauge
 certdrift_bindings{state="converged"} 1
 certdrift_bindings{state="converging"} 0
 certdrift_bindings{state="stale"} 1
 certdrift_bindings{state="unknown"} 0
-# HELP certdrift_bindings_converging Bindings whose desired certificate changed and that do not yet load and serve it (converging or stale).
+# HELP certdrift_bindings_converging Pending rotations: bindings not yet seen loading and serving their desired certificate since it changed, whether the last verdict was converging, stale or unknown.
 # TYPE certdrift_bindings_converging gauge
 certdrift_bindings_converging 1
-# HELP certdrift_drift_age_seconds How long a stale binding has differed from its desired certificate, from its rotation (or when certdrift first saw it differ).
+# HELP certdrift_drift_age_seconds How long a stale binding has differed from its desired certificate: since the desired change time (also when it was before certdrift started), else since certdrift first saw it differ.
 # TYPE certdrift_drift_age_seconds gauge
 certdrift_drift_age_seconds{envoy="static",item="",namespace="",pod="",source="web",workload=""} 55
 # HELP certdrift_finding An active finding (value 1); the series disappears when the finding resolves. Codes are documented in docs/findings.md.
 # TYPE certdrift_finding gauge
 certdrift_finding{code="STALE_LOADED",envoy="static",namespace="",pod="",secret="",severity="critical",sni="",source="web",workload=""} 1
 certdrift_finding{code="STALE_SERVED",envoy="static",namespace="",pod="",secret="",severity="critical",sni="www.example.com",source="web",workload=""} 1
-# HELP certdrift_rotation_convergence_seconds Time from a desired certificate's change until a bound Envoy both loaded and served it, one observation per binding.
+# HELP certdrift_rotation_convergence_seconds Time from a desired certificate's change until a bound Envoy both loaded and served it, one observation per binding and rotation, including rotations that began before certdrift started.
 # TYPE certdrift_rotation_convergence_seconds histogram
 certdrift_rotation_convergence_seconds_bucket{le="0.5"} 0
 certdrift_rotation_convergence_seconds_bucket{le="1"} 0

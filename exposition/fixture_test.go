@@ -32,6 +32,9 @@ func cert(name string, serial int64) *x509.Certificate {
 	}
 }
 
+// testCA issued the fixture's leaves (their issuer is CN=test-ca).
+var testCA = cert("test-ca", 3650)
+
 // expand replaces {fp:name} with the fingerprint of cert(name, ...) in a golden.
 func expand(golden string, cs ...*x509.Certificate) string {
 	for _, c := range cs {
@@ -62,9 +65,11 @@ func (w world) round(at time.Time) Round {
 	static := audit.EnvoyView{
 		Config: config.Envoy{Name: "static"},
 		Admin: &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9902",
-			// A static context: /certs names the file, config_dump has no PEM.
+			// A static context: /certs names the file, config_dump has no PEM. It validates
+			// clients with the Secret's CA, which /certs shows without a fingerprint.
 			Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{Path: "/secret/tls.crt", Serial: w.stLoaded.SerialNumber,
-				ValidFrom: w.stLoaded.NotBefore, Expiration: w.stLoaded.NotAfter}}}}},
+				ValidFrom: w.stLoaded.NotBefore, Expiration: w.stLoaded.NotAfter}},
+				CA: []envoyadmin.CertDetail{{Path: "/secret/ca.crt", Serial: testCA.SerialNumber, ValidFrom: testCA.NotBefore, Expiration: testCA.NotAfter}}}}},
 		Served: []tlsprobe.Result{{Target: tlsprobe.Target{Address: "127.0.0.1:9443", SNI: "www.example.com"},
 			Chain: []*x509.Certificate{w.stLoaded}, Duration: 300 * time.Millisecond}},
 	}
@@ -72,7 +77,7 @@ func (w world) round(at time.Time) Round {
 		Started: at.Add(-time.Second), Finished: at, SourcesUp: map[string]bool{"files": true},
 		Inputs: audit.Inputs{
 			Desired: []files.Observation{{Source: files.Source{Name: "web", Dir: "/secret"}, ChangedAt: w.changedAt,
-				Items: []files.Item{{CertPath: "/secret/tls.crt", Chain: []*x509.Certificate{w.desired}}}}},
+				Items: []files.Item{{CertPath: "/secret/tls.crt", Chain: []*x509.Certificate{w.desired}, CAPath: "/secret/ca.crt", CA: []*x509.Certificate{testCA}}}}},
 			Envoys: []audit.EnvoyView{sds, static},
 		},
 		Report: audit.Report{
@@ -98,7 +103,7 @@ func staleFindings() []audit.Finding {
 func kubeRound(at time.Time, withSecretB bool) Round {
 	a, b := cert("a", 30), cert("b", 40)
 	r := Round{Kubernetes: true, Started: at.Add(-time.Second), Finished: at, SourcesUp: map[string]bool{"kubernetes": true}}
-	r.Inputs.Desired = []files.Observation{{Source: files.Source{Name: "ns-a/tls-a"}, Items: []files.Item{{Chain: []*x509.Certificate{a}}}}}
+	r.Inputs.Desired = []files.Observation{{Source: files.Source{Name: "ns-a/tls-a"}, Items: []files.Item{{Chain: []*x509.Certificate{a}, CA: []*x509.Certificate{testCA}}}}}
 	r.Inputs.Envoys = []audit.EnvoyView{{Config: config.Envoy{Name: "ns-a/gw-0"},
 		Pod:    &audit.PodContext{Namespace: "ns-a", Pod: "gw-0", Workload: "Deployment/gw"},
 		Admin:  &envoyadmin.Snapshot{CertsErr: &netErr{}},

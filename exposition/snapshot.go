@@ -16,13 +16,17 @@ type snapshot struct {
 	finished time.Time
 	duration float64
 	certs    []certSeries
+	// cas are the CA certificates of trust bundles, one per view and fingerprint.
+	cas      []caSeries
 	findings [][]string
 	drift    []driftSeries
 	// converging is the number of bindings whose rotation clock is running.
 	converging int
 	bindings   map[string]int // by state
-	sourcesUp  []upSeries
-	envoysUp   []upSeries
+	// coverage is the audit's account of what the round could judge.
+	coverage  audit.Coverage
+	sourcesUp []upSeries
+	envoysUp  []upSeries
 	// kubernetes is Round.Kubernetes: how desired series are labelled (UpdateDesired needs it).
 	kubernetes bool
 }
@@ -185,6 +189,8 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 			addCert([]string{"served", id.namespace, sourceLabel(src, item), name, res.Target.Address, res.Target.SNI}, fromCert(res.Chain[0]))
 		}
 	}
+	s.cas = caSeriesOf(r, shard)
+	s.coverage = r.Report.Summary.Coverage
 	for name, up := range r.SourcesUp {
 		s.sourcesUp = append(s.sourcesUp, upSeries{labels: []string{name}, up: up})
 	}

@@ -111,7 +111,6 @@ type Store struct {
 	snap *snapshot
 	// Across rounds.
 	bindings     map[bindingKey]*bindingTrack
-	lastRound    time.Time
 	convergence  histogram
 	probeTLS     histogram
 	probeErrors  map[[2]string]uint64
@@ -214,7 +213,6 @@ func (s *Store) Record(r Round) {
 	s.snap = snap
 	s.certCache, s.certCacheFor = mfs, snap
 	s.text = text
-	s.lastRound = now
 	s.lastComplete = now
 	s.rounds++
 }
@@ -301,19 +299,27 @@ type bindingTrack struct {
 	labels []string // identity labels, for the drift-age series
 	// desired is the desired leaf fingerprint last seen for the binding's source.
 	desired string
-	// rotationStart is set while a rotation is converging: when the desired certificate changed.
+	// rotationStart is set while a rotation is pending: from when the desired certificate changed
+	// (or, when that is not known, from when certdrift first saw the binding differ) until the
+	// binding is seen converged, which observes the convergence histogram.
 	rotationStart time.Time
-	// driftSince is when the binding was first seen differing from the desired certificate in
-	// the current episode (converging or stale); zero when converged.
+	// driftSince is when the current episode of differing began (converging or stale); zero when
+	// converged.
 	driftSince time.Time
-	seen       bool
+	// convergedAt is the start of the last round that saw the binding converged: a desired change
+	// dated before it cannot be the one the binding now differs from.
+	convergedAt time.Time
 }
 
-// track advances drift and convergence clocks. A rotation clock starts when a binding's desired
-// fingerprint changes (at the source's change time when the filesystem or API server tells it,
-// within the last round) and stops, observing the convergence histogram, once the binding is
-// converged: each binding observes its own time, so a fleet where one Envoy never reloads still
-// records the ones that did — and the laggard shows in certdrift_bindings_converging.
+// track advances drift and convergence clocks. A rotation clock runs for every binding whose
+// Envoy does not load and serve its desired certificate: it starts when the desired fingerprint
+// changes under certdrift's eyes, and also when a binding is first judged differing — above all
+// in the first round of a process that starts after the rotation. Either way it starts at the
+// source's change time (the file's mtime, the Secret's change time) when that is known and
+// plausible, so the first round agrees with `certdrift audit`, which dates drift the same way.
+// The clock stops, observing the convergence histogram, once the binding is converged: each
+// binding observes its own time, so a fleet where one Envoy never reloads still records the ones
+// that did — and the laggard stays in certdrift_bindings_converging.
 func (s *Store) track(r Round, snap *snapshot, now time.Time) {
 	desired := map[[2]string]desiredLeaf{}
 	for _, o := range r.Inputs.Desired {
@@ -324,6 +330,7 @@ func (s *Store) track(r Round, snap *snapshot, now time.Time) {
 			desired[[2]string{o.Source.Name, it.Name}] = desiredLeaf{fp: pki.Fingerprint(it.Chain[0]), changedAt: o.ChangedAt}
 		}
 	}
+	started := cmpTime(r.Started, now)
 	ids := envoyIdentities(r)
 	present := map[bindingKey]bool{}
 	converging := 0
@@ -344,17 +351,14 @@ func (s *Store) track(r Round, snap *snapshot, now time.Time) {
 		id := ids[b.Envoy]
 		t.labels = []string{id.namespace, cmpOr(b.Workload, id.workload), id.pod, b.Envoy, b.Source, b.Item}
 		d, ok := desired[[2]string{b.Source, b.Item}]
-		if ok && t.seen && d.fp != t.desired {
-			start := now
-			if !d.changedAt.IsZero() && d.changedAt.After(s.lastRound) && !d.changedAt.After(now) {
-				start = d.changedAt
-			}
-			t.rotationStart = start
+		if ok && t.desired != "" && d.fp != t.desired {
+			// A rotation seen happening: the clock (re)starts even if the binding already
+			// converged within this round, so fast reloads are observed too.
+			t.rotationStart = t.changeTime(d.changedAt, now)
 		}
 		if ok {
 			t.desired = d.fp
 		}
-		t.seen = true
 		switch b.State {
 		case audit.StateConverged:
 			if !t.rotationStart.IsZero() {
@@ -362,9 +366,15 @@ func (s *Store) track(r Round, snap *snapshot, now time.Time) {
 				t.rotationStart = time.Time{}
 			}
 			t.driftSince = time.Time{}
+			t.convergedAt = started
 		case audit.StateConverging, audit.StateStale:
+			if t.rotationStart.IsZero() {
+				// Differing without a rotation seen: the process started after it, the binding
+				// was unknown until now, or the Envoy went back to an older certificate.
+				t.rotationStart = t.changeTime(d.changedAt, now)
+			}
 			if t.driftSince.IsZero() {
-				t.driftSince = cmpTime(t.rotationStart, now)
+				t.driftSince = t.rotationStart
 			}
 		}
 		if !t.rotationStart.IsZero() {
@@ -381,6 +391,17 @@ func (s *Store) track(r Round, snap *snapshot, now time.Time) {
 		}
 	}
 	snap.converging = converging
+}
+
+// changeTime is when a rotation the binding now differs from began: the desired source's change
+// time when it is known, not in the future, and after the binding was last seen converged (an
+// mtime kept by a copy can be older than that, and would inflate the convergence time); else now,
+// the first round that saw it.
+func (t *bindingTrack) changeTime(changedAt, now time.Time) time.Time {
+	if changedAt.IsZero() || changedAt.After(now) || !changedAt.After(t.convergedAt) {
+		return now
+	}
+	return changedAt
 }
 
 type desiredLeaf struct {

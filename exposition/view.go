@@ -50,9 +50,9 @@ func (s *Store) current() *snapshot {
 	return s.snap
 }
 
-// Collectors returns the store's collectors: certificates, findings, self-health.
+// Collectors returns the store's collectors: certificates, CA certificates, findings, self-health.
 func (s *Store) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{certificateCollector{s: s}, findingCollector{s}, healthCollector{s}}
+	return []prometheus.Collector{certificateCollector{s: s}, caCollector{s: s}, findingCollector{s}, healthCollector{s}}
 }
 
 // Registry returns a new registry holding only the store's collectors: certdrift's domain
@@ -116,10 +116,10 @@ func (s *Store) certFamilies() []*dto.MetricFamily {
 	return mfs
 }
 
-// gatherCerts gathers the certificate families of one snapshot.
+// gatherCerts gathers the certificate families (leaves and CAs) of one snapshot.
 func gatherCerts(snap *snapshot) []*dto.MetricFamily {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(certificateCollector{snap: snap})
+	reg.MustRegister(certificateCollector{snap: snap}, caCollector{snap: snap})
 	mfs, err := reg.Gather()
 	if err != nil {
 		// Const metrics from a snapshot cannot be inconsistent short of a programming error;
