@@ -26,10 +26,11 @@ type loadedBundle struct {
 	secret string // SDS validation secret name
 	file   string // CA file, as Envoy prints it
 	dir    string // SDS watched_directory
-	// cas is the whole bundle (config_dump inlines it); nil when only /certs saw it, which shows
-	// the first CA of the bundle and no more (first).
-	cas   []*x509.Certificate
-	first validity
+	// cas is the whole bundle (config_dump inlines it); nil when only /certs saw it. /certs
+	// lists every CA of the bundle from Envoy 1.40 on (listsAll), and only the first before.
+	cas      []*x509.Certificate
+	listed   []validity
+	listsAll bool
 }
 
 // trustBinding ties loaded bundles to one desired bundle.
@@ -53,24 +54,44 @@ func loadedBundles(snap *envoyadmin.Snapshot) []loadedBundle {
 		}
 		out = append(out, loadedBundle{where: "config_dump secret " + s.Name, secret: s.Name, file: s.CAFile, dir: cmp.Or(s.CAWatchedDir, s.WatchedDir), cas: s.ValidationCA})
 	}
+	listsAll := listsAllCAs(snap)
 	seen := map[string]bool{}
 	for _, c := range snap.Contexts {
-		if len(c.CA) == 0 {
+		if len(c.CA) == 0 || !isFilePath(c.CA[0].Path) {
 			continue
 		}
-		cd := c.CA[0]
-		if cd.Path == "" || strings.Contains(cd.Path, "<inline>") {
-			continue
+		lb := loadedBundle{where: "/certs ca_cert " + c.CA[0].Path, file: c.CA[0].Path, listsAll: listsAll}
+		keys := make([]string, 0, len(c.CA))
+		for _, cd := range c.CA {
+			v := validityOfDetail(cd)
+			lb.listed = append(lb.listed, v)
+			keys = append(keys, v.key())
 		}
-		v := validityOfDetail(cd)
-		k := filepath.Clean(cd.Path) + "|" + v.key()
+		slices.Sort(keys)
+		k := filepath.Clean(lb.file) + "|" + strings.Join(keys, ",")
 		if seen[k] {
 			continue
 		}
 		seen[k] = true
-		out = append(out, loadedBundle{where: "/certs ca_cert " + cd.Path, file: cd.Path, first: v})
+		out = append(out, lb)
 	}
 	return out
+}
+
+// listsAllCAs reports whether an Envoy's /certs lists every CA of a trust bundle: Envoy 1.40 does
+// (each ca_cert entry is one CA of the file), 1.36 printed only the first. An Envoy whose version
+// is unknown lists them all if any context shows more than one.
+func listsAllCAs(snap *envoyadmin.Snapshot) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(snap.ServerVersion, "%d.%d", &major, &minor); err == nil && (major > 1 || major == 1 && minor >= 40) {
+		return true
+	}
+	for _, c := range snap.Contexts {
+		if len(c.CA) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // trustBindings binds each loaded bundle to a desired bundle, most trusted rule first: explicit
@@ -184,27 +205,61 @@ func trustSubject(ev *EnvoyView, b *Binding) Subject {
 }
 
 func bundleFirst(lb loadedBundle) validity {
-	if len(lb.cas) > 0 {
+	switch {
+	case len(lb.cas) > 0:
 		return validityOf(lb.cas[0])
+	case len(lb.listed) > 0:
+		return lb.listed[0]
 	}
-	return lb.first
+	return validity{}
 }
 
 // bundleMatches: a whole bundle must hold exactly the desired CAs (order aside: a bundle's order
-// does not change what it trusts); /certs shows only the first CA of the file Envoy read, which
-// for the desired file is its first CA.
+// does not change what it trusts). /certs of an Envoy before 1.40 shows only the first CA of the
+// file it read, which for the desired file is its first CA.
 func bundleMatches(lb loadedBundle, desired []*x509.Certificate) bool {
-	if lb.cas != nil {
+	switch {
+	case lb.cas != nil:
 		return sameFingerprints(lb.cas, desired)
+	case lb.listsAll:
+		return slices.Equal(listedKeys(lb.listed), listedKeys(validities(desired)))
+	case len(lb.listed) > 0:
+		return matchesSummary(lb.listed[0], desired[0])
 	}
-	return matchesSummary(lb.first, desired[0])
+	return false
 }
 
 func sameBundle(x, y loadedBundle) bool {
 	if x.cas != nil && y.cas != nil {
 		return sameFingerprints(x.cas, y.cas)
 	}
-	return bundleFirst(x).key() == bundleFirst(y).key()
+	return slices.Equal(listedKeys(bundleValidities(x)), listedKeys(bundleValidities(y)))
+}
+
+func bundleValidities(lb loadedBundle) []validity {
+	if lb.cas != nil {
+		return validities(lb.cas)
+	}
+	return lb.listed
+}
+
+func validities(cs []*x509.Certificate) []validity {
+	out := make([]validity, 0, len(cs))
+	for _, c := range cs {
+		if c != nil {
+			out = append(out, validityOf(c))
+		}
+	}
+	return out
+}
+
+func listedKeys(vs []validity) []string {
+	out := make([]string, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, v.key())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func fingerprints(cs []*x509.Certificate) []string {
@@ -236,6 +291,12 @@ func (a *auditor) reportStaleTrust(ev *EnvoyView, b *Binding, tb *trustBinding, 
 	first := bundleFirst(lb)
 	ev2["loaded_serial"] = pki.SerialHex(first.serial)
 	ev2["loaded_not_after"] = first.notAfter.UTC().Format(time.RFC3339)
+	var serials []string
+	for _, v := range bundleValidities(lb) {
+		serials = append(serials, pki.SerialHex(v.serial))
+	}
+	slices.Sort(serials)
+	ev2["loaded_serials"] = strings.Join(serials, ",")
 	common := false
 	if lb.cas != nil {
 		loaded := fingerprints(lb.cas)
@@ -250,7 +311,9 @@ func (a *auditor) reportStaleTrust(ev *EnvoyView, b *Binding, tb *trustBinding, 
 		}
 		ev2["missing_fingerprints_sha256"] = strings.Join(missing, ",")
 	} else {
-		common = slices.ContainsFunc(d.it.CA, func(c *x509.Certificate) bool { return matchesSummary(first, c) })
+		common = slices.ContainsFunc(d.it.CA, func(c *x509.Certificate) bool {
+			return slices.ContainsFunc(lb.listed, func(v validity) bool { return matchesSummary(v, c) })
+		})
 	}
 	sev := Warning
 	if !common {
@@ -263,8 +326,11 @@ func (a *auditor) reportStaleTrust(ev *EnvoyView, b *Binding, tb *trustBinding, 
 }
 
 func trustDescription(lb loadedBundle) string {
-	if lb.cas != nil {
+	switch {
+	case lb.cas != nil:
 		return fmt.Sprintf("%d CA(s)", len(lb.cas))
+	case lb.listsAll:
+		return fmt.Sprintf("%d CA(s)", len(lb.listed))
 	}
-	return "a bundle whose first CA is serial " + pki.SerialHex(lb.first.serial)
+	return "a bundle whose first CA is serial " + pki.SerialHex(bundleFirst(lb).serial)
 }

@@ -215,6 +215,22 @@ func TestLoadedTrustIsJudged(t *testing.T) {
 			ev:      envoy("edge", certsCA(caFile, f.ca2.Cert), nil),
 			want:    want{Trust: []string{"mesh=converged"}},
 		},
+		"Envoy140ListsEveryCA": {
+			reason:  "Envoy 1.40 lists every CA of the file in /certs: one CA listed while the desired bundle holds two is stale, not converged",
+			desired: mesh(rotated, f.ca.Cert, f.ca2.Cert),
+			ev:      envoy("edge", withVersion(certsCA(caFile, f.ca.Cert), "1.40.0"), nil),
+			want:    want{Trust: []string{"mesh=stale"}, Codes: []string{"STALE_TRUST warning"}},
+		},
+		"Envoy140AllCAsAnyOrder": {
+			reason:  "Envoy 1.40 listing both CAs of the desired bundle, in another order",
+			desired: mesh(rotated, f.ca.Cert, f.ca2.Cert),
+			ev: envoy("edge", func() *envoyadmin.Snapshot {
+				s := certsCA(caFile, f.ca2.Cert)
+				s.Contexts[0].CA = append(s.Contexts[0].CA, detail(caFile, f.ca.Cert))
+				return s
+			}(), nil),
+			want: want{Trust: []string{"mesh=converged"}},
+		},
 		"WithinGrace": {
 			reason:  "the bundle changed 20s ago: converging, no finding",
 			desired: mesh(justNow, f.ca2.Cert),
@@ -278,6 +294,11 @@ func TestLoadedTrustIsJudged(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withVersion(s *envoyadmin.Snapshot, v string) *envoyadmin.Snapshot {
+	s.ServerVersion = v
+	return s
 }
 
 // permute returns a copy of snap with every list shuffled: contexts, the entries of each

@@ -5,8 +5,9 @@
 // size limit and a deadline on every request.
 //
 // Envoy quirks handled here (see DESIGN.md): /certs has no secret names or fingerprints, lists one
-// entry per live TLS context (duplicates and stale contexts appear), shows at most one CA and no
-// intermediates, and days_until_expiration is unreliable (0 when under a day or expired, huge in
+// entry per live TLS context (duplicates and stale contexts appear), shows no intermediates and,
+// before Envoy 1.40, only the first CA of a trust bundle (1.40 lists every CA of the file, one
+// ca_cert entry each: DESIGN.md's "at most one CA" no longer holds), and days_until_expiration is unreliable (0 when under a day or expired, huge in
 // old versions) — callers should use Expiration. Serial numbers are kept as integers.
 package envoyadmin
 
