@@ -35,10 +35,8 @@ func canonicalEnvoys(evs []EnvoyView) []EnvoyView {
 		if ev.Admin != nil {
 			ev.Admin = canonicalSnapshot(ev.Admin)
 		}
-		ev.Served = slices.Clone(ev.Served)
-		slices.SortStableFunc(ev.Served, func(x, y tlsprobe.Result) int {
-			return cmp.Or(cmp.Compare(x.Target.Address, y.Target.Address), cmp.Compare(x.Target.SNI, y.Target.SNI),
-				cmp.Compare(chainKey(x.Chain), chainKey(y.Chain)))
+		ev.Served = sortedBy(ev.Served, func(r tlsprobe.Result) string {
+			return r.Target.Address + "\x00" + r.Target.SNI + "\x00" + chainKey(r.Chain)
 		})
 	}
 	slices.SortStableFunc(out, func(x, y EnvoyView) int { return cmp.Compare(x.Config.Name, y.Config.Name) })
@@ -49,27 +47,24 @@ func canonicalSnapshot(snap *envoyadmin.Snapshot) *envoyadmin.Snapshot {
 	c := *snap
 	c.Contexts = make([]envoyadmin.TLSContext, len(snap.Contexts))
 	for i, tc := range snap.Contexts {
-		c.Contexts[i] = envoyadmin.TLSContext{CA: sortedDetails(tc.CA), Chain: sortedDetails(tc.Chain)}
+		tc.CA, tc.Chain = sortedDetails(tc.CA), sortedDetails(tc.Chain)
+		c.Contexts[i] = tc
 	}
-	slices.SortStableFunc(c.Contexts, func(x, y envoyadmin.TLSContext) int {
-		return cmp.Or(cmp.Compare(detailsKey(x.Chain), detailsKey(y.Chain)), cmp.Compare(detailsKey(x.CA), detailsKey(y.CA)))
+	c.Contexts = sortedBy(c.Contexts, func(tc envoyadmin.TLSContext) string {
+		return detailsKey(tc.Chain) + "\x00" + detailsKey(tc.CA)
 	})
 	c.Secrets = make([]envoyadmin.Secret, len(snap.Secrets))
 	for i, s := range snap.Secrets {
 		s.Chain = leafFirst(s.Chain)
 		c.Secrets[i] = s
 	}
-	slices.SortStableFunc(c.Secrets, func(x, y envoyadmin.Secret) int {
-		return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.State, y.State), cmp.Compare(x.VersionInfo, y.VersionInfo),
-			x.LastUpdated.Compare(y.LastUpdated), cmp.Compare(chainKey(x.Chain), chainKey(y.Chain)),
-			cmp.Compare(chainKey(x.ValidationCA), chainKey(y.ValidationCA)), cmp.Compare(x.CertFile, y.CertFile), cmp.Compare(x.CAFile, y.CAFile))
+	c.Secrets = sortedBy(c.Secrets, func(s envoyadmin.Secret) string {
+		return strings.Join([]string{s.Name, string(s.State), s.VersionInfo, s.LastUpdated.UTC().Format(time.RFC3339Nano),
+			chainKey(s.Chain), chainKey(s.ValidationCA), s.CertFile, s.CAFile}, "\x00")
 	})
-	c.Listeners = slices.Clone(snap.Listeners)
-	slices.SortStableFunc(c.Listeners, func(x, y envoyadmin.FilterChainTLS) int {
-		return cmp.Or(cmp.Compare(x.Listener, y.Listener), cmp.Compare(x.State, y.State), cmp.Compare(x.Address, y.Address),
-			cmp.Compare(x.FilterChain, y.FilterChain), cmp.Compare(strings.Join(x.ServerNames, ","), strings.Join(y.ServerNames, ",")),
-			cmp.Compare(strings.Join(x.SDSCertNames, ","), strings.Join(y.SDSCertNames, ",")),
-			cmp.Compare(strings.Join(x.CertFiles, ","), strings.Join(y.CertFiles, ",")))
+	c.Listeners = sortedBy(snap.Listeners, func(fc envoyadmin.FilterChainTLS) string {
+		return strings.Join([]string{fc.Listener, fc.State, fc.Address, fc.FilterChain, strings.Join(fc.ServerNames, ","),
+			strings.Join(fc.SDSCertNames, ","), strings.Join(fc.CertFiles, ",")}, "\x00")
 	})
 	c.ConfigSkipped = slices.Clone(snap.ConfigSkipped)
 	slices.SortStableFunc(c.ConfigSkipped, func(x, y envoyadmin.ConfigSkip) int { return cmp.Compare(x.String(), y.String()) })
@@ -77,8 +72,28 @@ func canonicalSnapshot(snap *envoyadmin.Snapshot) *envoyadmin.Snapshot {
 }
 
 func sortedDetails(ds []envoyadmin.CertDetail) []envoyadmin.CertDetail {
-	out := slices.Clone(ds)
-	slices.SortStableFunc(out, func(x, y envoyadmin.CertDetail) int { return cmp.Compare(detailKey(x), detailKey(y)) })
+	return sortedBy(ds, detailKey)
+}
+
+// sortedBy returns a copy of xs sorted by key, computing each key once: the keys hash
+// certificates and join names, too costly to recompute in every comparison of a large fleet.
+func sortedBy[T any](xs []T, key func(T) string) []T {
+	if len(xs) < 2 {
+		return slices.Clone(xs)
+	}
+	type keyed struct {
+		k string
+		x T
+	}
+	ks := make([]keyed, len(xs))
+	for i, x := range xs {
+		ks[i] = keyed{key(x), x}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int { return cmp.Compare(a.k, b.k) })
+	out := make([]T, len(xs))
+	for i := range ks {
+		out[i] = ks[i].x
+	}
 	return out
 }
 
