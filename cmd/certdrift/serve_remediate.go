@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/exposition"
 	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
@@ -78,6 +79,10 @@ type remediator struct {
 	metrics *exposition.RepairMetrics
 	reg     *prometheus.Registry
 	cont    *remediate.Continuous
+	// healthy are the workloads the last acted-on round showed converged, so that a blocked
+	// workload's Lease is read once when it turns healthy, not in every round. Only the
+	// worker goroutine touches it; a new leader starts empty and so reads them all once.
+	healthy map[string]bool
 }
 
 // newRemediator is called after the Kubernetes session started.
@@ -164,6 +169,20 @@ func (r *remediator) offer(round exposition.Round) {
 	r.cont.Offer(remediate.Work{Started: round.Started, Report: round.Report, Inputs: round.Inputs})
 }
 
+// recover releases the blocked workloads that turned healthy since the last round.
+func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep audit.Report) {
+	now := map[string]bool{}
+	var turned []string
+	for _, k := range remediate.HealthyWorkloads(rep) {
+		now[k] = true
+		if !r.healthy[k] {
+			turned = append(turned, k)
+		}
+	}
+	r.healthy = now
+	exe.RecoverBlocked(ctx, turned)
+}
+
 // act is one round's repair, as `audit --reload --yes` does it: read the stale pods' owners,
 // annotations and cooldown Leases, plan, and carry the plan out one action at a time with the
 // post-check observing the cluster through the exporter's own session.
@@ -182,16 +201,24 @@ func (r *remediator) act(ctx context.Context, w remediate.Work) {
 		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
 		return
 	}
-	actions := remediate.Plan(w.Report, k.st.in, opt)
-	if len(actions) == 0 {
-		return
-	}
 	exe := &remediate.Executor{Client: r.client, Log: r.log, Timeout: f.RemediateTimeout, RefusalWait: f.RemediateRefusalWait,
 		DrainWait: f.RemediateDrainWait, Metrics: r.metrics}
 	if !f.RemediateDryRun {
 		exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
+		r.recover(ctx, exe, w.Report)
 	}
+	actions := remediate.Plan(w.Report, k.st.in, opt)
 	results := exe.Run(ctx, actions, f.RemediateDryRun)
+	var blocked []exposition.BlockedWorkload
+	for _, res := range results {
+		if res.Skip == remediate.SkipBlocked {
+			blocked = append(blocked, exposition.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload, Reason: res.Reason})
+		}
+	}
+	r.metrics.SetBlocked(blocked)
+	if len(results) == 0 {
+		return
+	}
 	counts := map[string]int{}
 	for _, res := range results {
 		counts[res.Outcome]++
