@@ -76,7 +76,7 @@ func (e *Executor) preflight(ctx context.Context, a Action, dryRun bool) (skip, 
 	}
 	rec, ok, err := ReadRecord(ctx, e.Client, t.Namespace, t.Workload)
 	if err != nil && !apierrors.IsForbidden(err) {
-		return SkipReplacementNotReady, fmt.Sprintf("cannot read what became of the last action on %s: %v", t.WorkloadKey(), err), ""
+		return SkipCannotCheck, fmt.Sprintf("cannot read what became of the last action on %s: %v", t.WorkloadKey(), err), ""
 	}
 	if ok && rec.State == StateActing && e.Now().Sub(rec.Since) >= e.Timeout {
 		rec = e.resolveActing(ctx, a, rec, dryRun)
@@ -88,7 +88,7 @@ func (e *Executor) preflight(ctx context.Context, a Action, dryRun bool) (skip, 
 	}
 	r, err := readReplicas(ctx, e.Client, a)
 	if err != nil {
-		return SkipTooFewReady, fmt.Sprintf("cannot count the Ready replicas of %s: %v", t.WorkloadKey(), err), ""
+		return SkipCannotCheck, fmt.Sprintf("cannot count the Ready replicas of %s: %v", t.WorkloadKey(), err), ""
 	}
 	skip, why = checkReplicas(t.WorkloadKey(), r)
 	return skip, why, ""

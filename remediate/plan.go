@@ -58,11 +58,14 @@ const (
 	SkipTooFewReady = "too_few_ready"
 	// SkipEarlierFailure: an earlier action of this run onto the same desired certificate failed.
 	SkipEarlierFailure = "earlier_failure"
+	// SkipCannotCheck: the checks before the action could not read the workload's record or
+	// replicas; certdrift does not act blind.
+	SkipCannotCheck = "cannot_check"
 )
 
 // SkipReasons lists every skip reason.
 var SkipReasons = []string{SkipBudget, SkipCooldown, SkipBadSecret, SkipNoStrategy, SkipUnsupported, SkipBadConfig,
-	SkipBlocked, SkipReplacementNotReady, SkipTooFewReady, SkipEarlierFailure}
+	SkipBlocked, SkipReplacementNotReady, SkipTooFewReady, SkipEarlierFailure, SkipCannotCheck}
 
 // Target is one stale Envoy, or one workload for a rollout restart.
 type Target struct {

@@ -80,9 +80,11 @@ type remediator struct {
 	reg     *prometheus.Registry
 	cont    *remediate.Continuous
 	// healthy are the workloads the last acted-on round showed converged, so that a blocked
-	// workload's Lease is read once when it turns healthy, not in every round. Only the
-	// worker goroutine touches it; a new leader starts empty and so reads them all once.
+	// workload's Lease is read when it turns healthy, not in every round; all of them are read
+	// again once per cooldown (sweptAt), which covers blocks written while this replica did not
+	// lead. Only the worker goroutine touches them.
 	healthy map[string]bool
+	sweptAt time.Time
 }
 
 // newRemediator is called after the Kubernetes session started.
@@ -169,18 +171,23 @@ func (r *remediator) offer(round exposition.Round) {
 	r.cont.Offer(remediate.Work{Started: round.Started, Report: round.Report, Inputs: round.Inputs})
 }
 
-// recover releases the blocked workloads that turned healthy since the last round.
+// recover releases the blocked workloads that turned healthy since the last round (all
+// healthy ones once per cooldown).
 func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep audit.Report) {
 	now := map[string]bool{}
-	var turned []string
+	all := time.Since(r.sweptAt) >= max(r.f.RemediateCooldown, time.Minute)
+	if all {
+		r.sweptAt = time.Now()
+	}
+	var check []string
 	for _, k := range remediate.HealthyWorkloads(rep) {
 		now[k] = true
-		if !r.healthy[k] {
-			turned = append(turned, k)
+		if all || !r.healthy[k] {
+			check = append(check, k)
 		}
 	}
 	r.healthy = now
-	exe.RecoverBlocked(ctx, turned)
+	exe.RecoverBlocked(ctx, check)
 }
 
 // act is one round's repair, as `audit --reload --yes` does it: read the stale pods' owners,
