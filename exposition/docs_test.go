@@ -39,6 +39,7 @@ func TestMetricsDocumented(t *testing.T) {
 	// The repair metrics are a collector of their own (serve --remediate registers it).
 	repair := NewRepairMetrics([]string{"evict"}, []string{"done"})
 	repair.ReloadAction("evict", "done", true, t0)
+	repair.SetBlocked([]BlockedWorkload{{Namespace: "shop", Workload: "Deployment/web", Reason: "x"}})
 	reg.MustRegister(repair)
 	mfs, err := reg.Gather()
 	if err != nil {

@@ -19,7 +19,15 @@ var (
 		[]string{"strategy", "outcome"}, nil)
 	reloadLastActionDesc = prometheus.NewDesc("certdrift_reload_last_action_timestamp_seconds",
 		"When the last reload action that touched an Envoy (outcome done, refused or failed) ended.", nil, nil)
+	reloadBlockedDesc = prometheus.NewDesc("certdrift_reload_blocked",
+		"1 for each workload on which repair is blocked because an earlier action failed or was never verified (reason), as the leader last saw it.",
+		[]string{"namespace", "workload", "reason"}, nil)
 )
+
+// BlockedWorkload is a workload on which repair is blocked, and the closed-set reason.
+type BlockedWorkload struct {
+	Namespace, Workload, Reason string
+}
 
 // NoStrategy labels an action for which no strategy could be chosen (no_strategy, bad_strategy).
 const NoStrategy = "none"
@@ -31,6 +39,8 @@ type RepairMetrics struct {
 	outcomes   []string
 	counts     map[[2]string]uint64
 	last       time.Time
+	reasons    []string
+	blocked    []BlockedWorkload
 }
 
 // NewRepairMetrics declares one counter per strategy (plus NoStrategy) and outcome, at zero.
@@ -65,9 +75,34 @@ func (m *RepairMetrics) ReloadAction(strategy, outcome string, touched bool, at 
 	}
 }
 
+// WithReasons declares the closed set of block reasons; SetBlocked labels any other as
+// "unknown", so that no value from outside the set becomes a label.
+func (m *RepairMetrics) WithReasons(reasons []string) *RepairMetrics {
+	m.reasons = slices.Clone(reasons)
+	return m
+}
+
+// SetBlocked replaces the set of blocked workloads (a snapshot: a workload no longer blocked
+// loses its series).
+func (m *RepairMetrics) SetBlocked(b []BlockedWorkload) {
+	out := make([]BlockedWorkload, 0, len(b))
+	for _, w := range b {
+		if !slices.Contains(m.reasons, w.Reason) {
+			w.Reason = "unknown"
+		}
+		if !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.blocked = out
+}
+
 func (m *RepairMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- reloadActionsDesc
 	ch <- reloadLastActionDesc
+	ch <- reloadBlockedDesc
 }
 
 func (m *RepairMetrics) Collect(ch chan<- prometheus.Metric) {
@@ -80,5 +115,8 @@ func (m *RepairMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if !m.last.IsZero() {
 		ch <- prometheus.MustNewConstMetric(reloadLastActionDesc, prometheus.GaugeValue, unix(m.last))
+	}
+	for _, b := range m.blocked {
+		ch <- prometheus.MustNewConstMetric(reloadBlockedDesc, prometheus.GaugeValue, 1, b.Namespace, b.Workload, b.Reason)
 	}
 }

@@ -63,3 +63,36 @@ certdrift_reload_last_action_timestamp_seconds 1.7000000005e+09
 		})
 	}
 }
+
+// TestRepairBlocked: the blocked workloads are a snapshot; a reason outside the declared set is
+// "unknown", duplicates are one series, and a workload no longer blocked loses its series.
+func TestRepairBlocked(t *testing.T) {
+	m := NewRepairMetrics(nil, nil).WithReasons([]string{"replacement_not_ready"})
+	m.SetBlocked([]BlockedWorkload{
+		{Namespace: "shop", Workload: "Deployment/web", Reason: "replacement_not_ready"},
+		{Namespace: "shop", Workload: "Deployment/web", Reason: "replacement_not_ready"},
+		{Namespace: "edge", Workload: "DaemonSet/gw", Reason: "something the pod said"},
+	})
+	head := `# HELP certdrift_reload_blocked 1 for each workload on which repair is blocked because an earlier action failed or was never verified (reason), as the leader last saw it.
+# TYPE certdrift_reload_blocked gauge
+`
+	want := head + `certdrift_reload_blocked{namespace="edge",reason="unknown",workload="DaemonSet/gw"} 1
+certdrift_reload_blocked{namespace="shop",reason="replacement_not_ready",workload="Deployment/web"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "certdrift_reload_blocked"); err != nil {
+		t.Error(err)
+	}
+	if probs, err := testutil.CollectAndLint(m); err != nil || len(probs) > 0 {
+		t.Errorf("lint: %v %v", probs, err)
+	}
+	m.SetBlocked([]BlockedWorkload{{Namespace: "shop", Workload: "Deployment/web", Reason: "replacement_not_ready"}})
+	want = head + `certdrift_reload_blocked{namespace="shop",reason="replacement_not_ready",workload="Deployment/web"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "certdrift_reload_blocked"); err != nil {
+		t.Errorf("after edge/DaemonSet/gw was unblocked: %v", err)
+	}
+	m.SetBlocked(nil)
+	if n := testutil.CollectAndCount(m, "certdrift_reload_blocked"); n != 0 {
+		t.Errorf("%d blocked series after SetBlocked(nil), want 0", n)
+	}
+}

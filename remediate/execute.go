@@ -43,6 +43,9 @@ type Result struct {
 	// Replacements are the pods that took over ("namespace/name"), for evict and rollout-restart.
 	Replacements []string      `json:"replacements,omitempty"`
 	Duration     time.Duration `json:"duration_ns,omitempty"`
+	// Reason is the closed-set code of a failed action that disrupted a workload
+	// (replacement_not_ready, post_check_failed, unverified), and of a skip it caused (blocked).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Verifier is the post-check: it observes pods (Kubernetes: "namespace/name") or a local Envoy
@@ -79,8 +82,11 @@ type Executor struct {
 
 // Run executes the actions that the plan did not skip, in order, waiting for each to finish and
 // pass its post-check before the next: never more than one pod of a workload is down at a time.
-// A failed post-check stops every later action on the same desired sources, so a bad
-// certificate does not cause a restart loop. A dry run only marks actions as planned.
+// Before each action on a Kubernetes workload it checks, whatever run or replica acted before,
+// that the workload's last action ended verified and that the action leaves at least
+// replicas − 1 Ready (preflight). A failed or unverified action is recorded in the workload's
+// reload Lease and blocks it (state.go); a failure also stops every later action of this run on
+// the same desired sources. A dry run only marks actions as planned, after the same checks.
 func (e *Executor) Run(ctx context.Context, actions []Action, dryRun bool) []Result {
 	if e.Log == nil {
 		e.Log = slog.New(slog.DiscardHandler)
@@ -90,17 +96,35 @@ func (e *Executor) Run(ctx context.Context, actions []Action, dryRun bool) []Res
 	}
 	var results []Result
 	stopped := map[string]string{} // source → why later actions on it are stopped
+	// Workloads a failure of this run blocks, in case the Lease could not be written.
+	blocked := map[string]Result{}
 	for _, a := range actions {
 		r := Result{Action: a}
 		switch {
 		case a.Skip != "":
 			r.Outcome, r.Detail = OutcomeSkipped, a.Why
-		case dryRun:
-			r.Outcome, r.Detail = OutcomePlanned, a.Why
+			if a.Skip == SkipCooldown {
+				// A block outlasts the cooldown and says more: report it rather than the cooldown.
+				if why, reason := e.blockedRecord(ctx, a); why != "" {
+					r.Skip, r.Detail, r.Reason = SkipBlocked, why, reason
+				}
+			}
 		default:
+			if b, ok := blocked[a.Target.WorkloadKey()]; ok {
+				r.Outcome, r.Skip, r.Reason = OutcomeSkipped, SkipBlocked, b.Reason
+				r.Detail = fmt.Sprintf("blocked: an earlier %s on %s ended %s (%s) in this run", b.Strategy, a.Target.WorkloadKey(), b.Outcome, b.Reason)
+				break
+			}
 			if src := firstStopped(a.Sources, stopped); src != "" {
-				r.Outcome, r.Detail = OutcomeSkipped, stopped[src]
-				r.Skip = SkipBadSecret
+				r.Outcome, r.Detail, r.Skip = OutcomeSkipped, stopped[src], SkipEarlierFailure
+				break
+			}
+			if skip, why, reason := e.preflight(ctx, a, dryRun); skip != "" {
+				r.Outcome, r.Skip, r.Detail, r.Reason = OutcomeSkipped, skip, why, reason
+				break
+			}
+			if dryRun {
+				r.Outcome, r.Detail = OutcomePlanned, a.Why
 				break
 			}
 			start := e.Now()
@@ -111,10 +135,13 @@ func (e *Executor) Run(ctx context.Context, actions []Action, dryRun bool) []Res
 					stopped[s] = fmt.Sprintf("stopped: an earlier %s on %s failed (%s); not restarting more Envoys onto %s",
 						a.Strategy, a.Target.WorkloadKey(), r.Detail, s)
 				}
+				if r.Reason != "" {
+					blocked[a.Target.WorkloadKey()] = r
+				}
 			}
 		}
 		e.Log.Info("reload action", "strategy", string(r.Strategy), "envoy", r.Target.Envoy, "workload", r.Target.WorkloadKey(),
-			"outcome", r.Outcome, "detail", r.Detail)
+			"outcome", r.Outcome, "skip", r.Skip, "reason", r.Reason, "detail", r.Detail)
 		if e.Metrics != nil {
 			attempted := r.Outcome == OutcomeDone || r.Outcome == OutcomeRefused || r.Outcome == OutcomeFailed
 			e.Metrics.ReloadAction(string(r.Strategy), r.Outcome, attempted, e.Now())
@@ -122,6 +149,13 @@ func (e *Executor) Run(ctx context.Context, actions []Action, dryRun bool) []Res
 		results = append(results, r)
 	}
 	return results
+}
+
+func (e *Executor) logger() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
 }
 
 func firstStopped(sources []string, stopped map[string]string) string {
@@ -133,20 +167,25 @@ func firstStopped(sources []string, stopped map[string]string) string {
 	return ""
 }
 
-// one executes a single action with its deadline.
+// one executes a single action with its deadline. Once the workload is disrupted (the eviction
+// accepted, the template patched, the Envoy quit), its Lease says so (acting) until the outcome
+// is known: done, or failed with a reason, a Warning Event and a block. An action interrupted
+// from outside (shutdown, lost leadership) stays acting, for a later run to verify.
 func (e *Executor) one(ctx context.Context, a Action) Result {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, e.Timeout)
 	defer cancel()
 	r := Result{Action: a}
 	var verify []string
 	var err error
+	acted := false
 	switch a.Strategy {
 	case Evict:
-		verify, err = e.evict(ctx, a)
+		verify, err = e.evict(ctx, a, &acted)
 	case RolloutRestart:
-		verify, err = e.rolloutRestart(ctx, a)
+		verify, err = e.rolloutRestart(ctx, a, &acted)
 	case AdminQuit:
-		verify, err = e.adminQuit(ctx, a)
+		verify, err = e.adminQuit(ctx, a, &acted)
 	case Exec:
 		err = RunCommand(ctx, e.Command, a.Target, e.Timeout)
 		verify = []string{a.Target.Envoy}
@@ -159,22 +198,73 @@ func (e *Executor) one(ctx context.Context, a Action) Result {
 	case errors.As(err, &refused):
 		r.Outcome, r.Detail = OutcomeRefused, refused.Error()+"; nothing forced"
 		return r
+	case err != nil && acted:
+		r.Outcome, r.Detail, r.Reason = OutcomeFailed, err.Error(), ReasonReplacementNotReady
+		if parent.Err() != nil {
+			r.Reason = ReasonUnverified
+			return r // interrupted: the Lease stays "acting" for a later run to verify
+		}
+		e.finish(ctx, a, r, "CertdriftReloadUnverified")
+		return r
 	case err != nil:
 		r.Outcome, r.Detail = OutcomeFailed, err.Error()
 		return r
 	}
 	if e.Verify == nil {
 		r.Outcome, r.Detail = OutcomeDone, "acted; no post-check configured"
+		e.finish(ctx, a, r, "")
 		return r
 	}
 	saw, err := e.postCheck(ctx, a, verify)
 	if err != nil {
-		r.Outcome, r.Detail = OutcomeFailed, "post-check: "+err.Error()
-		e.warnEvent(ctx, a, "CertdriftReloadCheckFailed", r.Detail)
+		r.Outcome, r.Detail, r.Reason = OutcomeFailed, "post-check: "+err.Error(), ReasonPostCheckFailed
+		if parent.Err() != nil {
+			r.Reason = ReasonUnverified
+			return r
+		}
+		e.finish(ctx, a, r, "CertdriftReloadCheckFailed")
 		return r
 	}
 	r.Outcome, r.Detail = OutcomeDone, saw
+	e.finish(ctx, a, r, "")
 	return r
+}
+
+// finish records the outcome of an action that disrupted a workload in its Lease and, when it
+// failed, says so in a Warning Event. Local Envoys have no Lease: the Event is skipped too.
+func (e *Executor) finish(ctx context.Context, a Action, r Result, warning string) {
+	t := a.Target
+	if warning != "" {
+		msg := fmt.Sprintf("certdrift's %s of %s was not verified (%s): %s", a.Strategy, actionTarget(a), r.Reason, r.Detail)
+		if t.Workload != "" {
+			msg += "; no further reloads of " + t.Workload + " until all its replicas are Ready and serve the desired certificate, or " +
+				ClearHint(t.Namespace, t.Workload)
+		}
+		e.warnEvent(ctx, a, warning, msg)
+	}
+	if e.Client == nil || t.Workload == "" {
+		return
+	}
+	rec := Record{State: StateDone, Since: e.Now(), Strategy: a.Strategy, Target: actionTarget(a), Detail: r.Detail}
+	if r.Outcome == OutcomeFailed {
+		rec.State, rec.Reason = StateFailed, r.Reason
+	}
+	// The action's own deadline may be spent: the record still gets a few seconds.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := writeRecord(wctx, e.Client, t.Namespace, t.Workload, rec); err != nil {
+		e.Log.Warn("reload outcome not recorded", "workload", t.WorkloadKey(), "outcome", rec.State, "err", err)
+	}
+}
+
+func actionTarget(a Action) string {
+	if a.Target.Pod != "" {
+		return a.Target.Namespace + "/" + a.Target.Pod
+	}
+	if a.Target.Workload != "" {
+		return a.Target.Namespace + "/" + a.Target.Workload
+	}
+	return a.Target.Envoy
 }
 
 // postCheck retries the verifier until it passes or the action's deadline: a new Envoy needs a
@@ -199,7 +289,7 @@ func (e *Executor) needClient(a Action) error {
 }
 
 // evict evicts one pod and waits for its replacement; it returns the replacements to check.
-func (e *Executor) evict(ctx context.Context, a Action) ([]string, error) {
+func (e *Executor) evict(ctx context.Context, a Action, acted *bool) ([]string, error) {
 	if err := e.needClient(a); err != nil {
 		return nil, err
 	}
@@ -228,7 +318,8 @@ func (e *Executor) evict(ctx context.Context, a Action) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.record(ctx, t)
+	*acted = true
+	e.record(ctx, a)
 	e.event(ctx, podRef(p), false, "CertdriftEvicted",
 		fmt.Sprintf("certdrift evicted this pod (after %d tries) to reload its certificate: %s", tries, a.Why))
 	return waitReplaced(ctx, e.Client, p, before)
@@ -236,7 +327,7 @@ func (e *Executor) evict(ctx context.Context, a Action) ([]string, error) {
 
 // rolloutRestart restarts the workload and waits for the rollout; it returns the pods the
 // workload has afterwards that it did not have before.
-func (e *Executor) rolloutRestart(ctx context.Context, a Action) ([]string, error) {
+func (e *Executor) rolloutRestart(ctx context.Context, a Action, acted *bool) ([]string, error) {
 	if err := e.needClient(a); err != nil {
 		return nil, err
 	}
@@ -253,7 +344,8 @@ func (e *Executor) rolloutRestart(ctx context.Context, a Action) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	e.record(ctx, t)
+	*acted = true
+	e.record(ctx, a)
 	e.event(ctx, workloadRef(t.Namespace, t.Workload), false, "CertdriftRolloutRestart",
 		fmt.Sprintf("certdrift restarted this workload to reload its certificate: %s", a.Why))
 	if err := waitRollout(ctx, e.Client, t.Namespace, t.Workload, gen); err != nil {
@@ -277,7 +369,7 @@ func (e *Executor) rolloutRestart(ctx context.Context, a Action) ([]string, erro
 
 // adminQuit drains and stops the Envoy; in Kubernetes it waits for the kubelet to restart the
 // container and the pod to be Ready again.
-func (e *Executor) adminQuit(ctx context.Context, a Action) ([]string, error) {
+func (e *Executor) adminQuit(ctx context.Context, a Action, acted *bool) ([]string, error) {
 	t := a.Target
 	base, hc, closeFn := t.AdminURL, e.AdminHTTP, func() {}
 	var restarts int32
@@ -303,7 +395,8 @@ func (e *Executor) adminQuit(ctx context.Context, a Action) ([]string, error) {
 		return nil, err
 	}
 	if p != nil {
-		e.record(ctx, t)
+		*acted = true
+		e.record(ctx, a)
 		e.event(ctx, podRef(p), false, "CertdriftAdminQuit",
 			fmt.Sprintf("certdrift asked this pod's Envoy to quit (/drain_listeners, /quitquitquit) to reload its certificate: %s", a.Why))
 		if err := waitRestarted(ctx, e.Client, t.Namespace, t.Pod, restarts); err != nil {
@@ -313,13 +406,17 @@ func (e *Executor) adminQuit(ctx context.Context, a Action) ([]string, error) {
 	return []string{t.Envoy}, nil
 }
 
-// record remembers the action for the cooldown; failing to is logged, not fatal: the action
-// happened, and the report says so.
-func (e *Executor) record(ctx context.Context, t Target) {
+// record remembers that the action disrupted the workload (for the cooldown, and as "acting"
+// until its outcome is known); failing to is logged, not fatal: the action happened, the report
+// says so, and the Ready-replica check before the next action does not depend on it.
+func (e *Executor) record(ctx context.Context, a Action) {
+	t := a.Target
 	if e.Client == nil || t.Workload == "" {
 		return
 	}
-	if err := recordReload(ctx, e.Client, t.Namespace, t.Workload, e.Now()); err != nil {
+	now := e.Now()
+	rec := Record{At: now, State: StateActing, Since: now, Strategy: a.Strategy, Target: actionTarget(a)}
+	if err := writeRecord(ctx, e.Client, t.Namespace, t.Workload, rec); err != nil {
 		e.Log.Warn("reload cooldown not recorded", "workload", t.WorkloadKey(), "err", err)
 	}
 }

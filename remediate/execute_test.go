@@ -60,7 +60,7 @@ func TestExecutorRun(t *testing.T) {
 			reason:  "a preview touches nothing",
 			actions: []Action{quit("edge-1", "web"), {Target: Target{Envoy: "edge-2"}, Skip: SkipBudget, Why: "budget"}},
 			dryRun:  true,
-			want:    []string{OutcomePlanned, OutcomeSkipped},
+			want:    []string{OutcomePlanned, "skipped/budget"},
 		},
 		"AdminQuitDrainsThenQuits": {
 			reason:    "drain gracefully, then quit, and the post-check passes",
@@ -69,10 +69,10 @@ func TestExecutorRun(t *testing.T) {
 			wantPosts: []string{"/drain_listeners?graceful", "/quitquitquit"},
 		},
 		"PostCheckFailureStopsSameSource": {
-			reason:    "after a failed post-check no more Envoys are restarted onto the same certificate; others still are",
+			reason:    "after a failed post-check no more Envoys are restarted onto the same certificate (earlier_failure, not bad_secret: the Secret may be fine); others still are",
 			actions:   []Action{quit("edge-1", "web"), quit("edge-2", "web"), quit("edge-3", "api")},
 			verifyErr: errors.New("still serves the old leaf"),
-			want:      []string{OutcomeFailed, OutcomeSkipped, OutcomeFailed},
+			want:      []string{"failed(post_check_failed)", "skipped/earlier_failure", "failed(post_check_failed)"},
 			wantPosts: []string{"/drain_listeners?graceful", "/quitquitquit", "/drain_listeners?graceful", "/quitquitquit"},
 		},
 		"ExecFailure": {
@@ -100,7 +100,14 @@ func TestExecutorRun(t *testing.T) {
 			rs := e.Run(context.Background(), tc.actions, tc.dryRun)
 			var got, wantRec []string
 			for _, r := range rs {
-				got = append(got, r.Outcome)
+				o := r.Outcome
+				if r.Skip != "" {
+					o += "/" + r.Skip
+				}
+				if r.Reason != "" {
+					o += "(" + r.Reason + ")"
+				}
+				got = append(got, o)
 				attempted := r.Outcome != OutcomePlanned && r.Outcome != OutcomeSkipped
 				wantRec = append(wantRec, fmt.Sprintf("%s %s %v", r.Strategy, r.Outcome, attempted))
 				if r.Detail == "" {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -281,30 +280,6 @@ func LastReloads(ctx context.Context, c *kubeapi.Client, keys []string) (map[str
 		}
 	}
 	return out, nil
-}
-
-// recordReload renews (or creates) the workload's cooldown Lease at now.
-func recordReload(ctx context.Context, c *kubeapi.Client, namespace, workload string, now time.Time) error {
-	name := leaseName(workload)
-	holder := "certdrift"
-	rt := metav1.NewMicroTime(now)
-	leases := c.CoordinationV1().Leases(namespace)
-	l, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = leases.Create(ctx, &coordv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
-				Labels:      map[string]string{"app.kubernetes.io/managed-by": "certdrift"},
-				Annotations: map[string]string{"certdrift.dev/workload": workload}},
-			Spec: coordv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &rt, AcquireTime: &rt},
-		}, metav1.CreateOptions{FieldManager: "certdrift"})
-	} else if err == nil {
-		l.Spec.RenewTime, l.Spec.HolderIdentity = &rt, &holder
-		_, err = leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: "certdrift"})
-	}
-	if err != nil {
-		return fmt.Errorf("record reload of %s/%s in lease %s: %w", namespace, workload, name, err)
-	}
-	return nil
 }
 
 // event records a core/v1 Event on the object, so `kubectl describe` shows what certdrift did.

@@ -48,7 +48,24 @@ const (
 	SkipNoStrategy  = "no_strategy"  // no strategy applies (local Envoy without one configured)
 	SkipUnsupported = "unsupported"  // the strategy cannot act on this target (e.g. evict a bare pod)
 	SkipBadConfig   = "bad_strategy" // the strategy annotation is not a strategy
+	// SkipBlocked: an earlier action on the workload failed or was never verified (recorded in
+	// its reload Lease); nothing more is done until it is healthy again or a person clears it.
+	SkipBlocked = "blocked"
+	// SkipReplacementNotReady: an earlier action's replacement is not yet Ready and verified.
+	SkipReplacementNotReady = "replacement_not_ready"
+	// SkipTooFewReady: acting would take the workload's Ready replicas below replicas − 1 (or
+	// below its PodDisruptionBudget).
+	SkipTooFewReady = "too_few_ready"
+	// SkipEarlierFailure: an earlier action of this run onto the same desired certificate failed.
+	SkipEarlierFailure = "earlier_failure"
+	// SkipCannotCheck: the checks before the action could not read the workload's record or
+	// replicas; certdrift does not act blind.
+	SkipCannotCheck = "cannot_check"
 )
+
+// SkipReasons lists every skip reason.
+var SkipReasons = []string{SkipBudget, SkipCooldown, SkipBadSecret, SkipNoStrategy, SkipUnsupported, SkipBadConfig,
+	SkipBlocked, SkipReplacementNotReady, SkipTooFewReady, SkipEarlierFailure, SkipCannotCheck}
 
 // Target is one stale Envoy, or one workload for a rollout restart.
 type Target struct {

@@ -21,7 +21,8 @@ import (
 )
 
 // exitReloadFailed is the exit code of an audit whose repair did not fully succeed: an action
-// was refused (a PDB) or failed (including its post-check). It outranks exit 1 so that scripts
+// was refused (a PDB) or failed (including its post-check), or a workload is blocked by an
+// earlier failed action. It outranks exit 1 so that scripts
 // can tell "drift found" from "drift found and the repair did not work".
 const exitReloadFailed = 3
 
@@ -136,6 +137,9 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 				return noRun(fmt.Errorf("reload post-check: %w", err))
 			}
 			exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
+			// A workload blocked by an earlier failed action is released once the audit shows
+			// it healthy again.
+			exe.RecoverBlocked(ctx, remediate.HealthyWorkloads(report))
 		}
 	} else {
 		exe.Verify = st.verifyLocal
@@ -148,12 +152,12 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 	}
 	var bad int
 	for _, res := range results {
-		if res.Outcome == remediate.OutcomeFailed || res.Outcome == remediate.OutcomeRefused {
+		if res.Outcome == remediate.OutcomeFailed || res.Outcome == remediate.OutcomeRefused || res.Skip == remediate.SkipBlocked {
 			bad++
 		}
 	}
 	if bad > 0 {
-		return &exitError{code: exitReloadFailed, silent: true, err: fmt.Errorf("%d reload actions refused or failed", bad)}
+		return &exitError{code: exitReloadFailed, silent: true, err: fmt.Errorf("%d reload actions refused, failed or blocked", bad)}
 	}
 	return nil
 }
@@ -189,8 +193,11 @@ func renderReload(w io.Writer, output string, dryRun bool, results []remediate.R
 			target = res.Target.Namespace + "/" + res.Target.Workload
 		}
 		outcome := res.Outcome
-		if res.Skip != "" {
+		switch {
+		case res.Skip != "":
 			outcome += " (" + res.Skip + ")"
+		case res.Reason != "":
+			outcome += " (" + res.Reason + ")"
 		}
 		strategy := string(res.Strategy)
 		if strategy == "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/exposition"
 	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
@@ -78,6 +79,12 @@ type remediator struct {
 	metrics *exposition.RepairMetrics
 	reg     *prometheus.Registry
 	cont    *remediate.Continuous
+	// healthy are the workloads the last acted-on round showed converged, so that a blocked
+	// workload's Lease is read when it turns healthy, not in every round; all of them are read
+	// again once per cooldown (sweptAt), which covers blocks written while this replica did not
+	// lead. Only the worker goroutine touches them.
+	healthy map[string]bool
+	sweptAt time.Time
 }
 
 // newRemediator is called after the Kubernetes session started.
@@ -164,6 +171,25 @@ func (r *remediator) offer(round exposition.Round) {
 	r.cont.Offer(remediate.Work{Started: round.Started, Report: round.Report, Inputs: round.Inputs})
 }
 
+// recover releases the blocked workloads that turned healthy since the last round (all
+// healthy ones once per cooldown).
+func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep audit.Report) {
+	now := map[string]bool{}
+	all := time.Since(r.sweptAt) >= max(r.f.RemediateCooldown, time.Minute)
+	if all {
+		r.sweptAt = time.Now()
+	}
+	var check []string
+	for _, k := range remediate.HealthyWorkloads(rep) {
+		now[k] = true
+		if all || !r.healthy[k] {
+			check = append(check, k)
+		}
+	}
+	r.healthy = now
+	exe.RecoverBlocked(ctx, check)
+}
+
 // act is one round's repair, as `audit --reload --yes` does it: read the stale pods' owners,
 // annotations and cooldown Leases, plan, and carry the plan out one action at a time with the
 // post-check observing the cluster through the exporter's own session.
@@ -182,16 +208,24 @@ func (r *remediator) act(ctx context.Context, w remediate.Work) {
 		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
 		return
 	}
-	actions := remediate.Plan(w.Report, k.st.in, opt)
-	if len(actions) == 0 {
-		return
-	}
 	exe := &remediate.Executor{Client: r.client, Log: r.log, Timeout: f.RemediateTimeout, RefusalWait: f.RemediateRefusalWait,
 		DrainWait: f.RemediateDrainWait, Metrics: r.metrics}
 	if !f.RemediateDryRun {
 		exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
+		r.recover(ctx, exe, w.Report)
 	}
+	actions := remediate.Plan(w.Report, k.st.in, opt)
 	results := exe.Run(ctx, actions, f.RemediateDryRun)
+	var blocked []exposition.BlockedWorkload
+	for _, res := range results {
+		if res.Skip == remediate.SkipBlocked {
+			blocked = append(blocked, exposition.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload, Reason: res.Reason})
+		}
+	}
+	r.metrics.SetBlocked(blocked)
+	if len(results) == 0 {
+		return
+	}
 	counts := map[string]int{}
 	for _, res := range results {
 		counts[res.Outcome]++

@@ -12,5 +12,5 @@ func newRepairMetrics() *exposition.RepairMetrics {
 	for i, s := range remediate.Strategies {
 		strategies[i] = string(s)
 	}
-	return exposition.NewRepairMetrics(strategies, remediate.Outcomes)
+	return exposition.NewRepairMetrics(strategies, remediate.Outcomes).WithReasons(remediate.Reasons)
 }

@@ -56,6 +56,7 @@ type result struct {
 	} `json:"target"`
 	Pods         []string `json:"pods"`
 	Skip         string   `json:"skip"`
+	Reason       string   `json:"reason"`
 	Outcome      string   `json:"outcome"`
 	Detail       string   `json:"detail"`
 	Replacements []string `json:"replacements"`
@@ -100,7 +101,7 @@ func audit(t *testing.T, tb *testbed.Testbed, keys [][]byte, extra ...string) ru
 		r.reload, r.dryRun = rep.Reload.Results, rep.Reload.DryRun
 	}
 	for _, res := range r.reload {
-		t.Logf("OBSERVED reload: %s %s%s -> %s (%s) %s %v", res.Strategy, res.Target.Envoy, res.Target.Workload, res.Outcome, res.Skip, res.Detail, res.Replacements)
+		t.Logf("OBSERVED reload: %s %s%s -> %s (%s%s) %s %v", res.Strategy, res.Target.Envoy, res.Target.Workload, res.Outcome, res.Skip, res.Reason, res.Detail, res.Replacements)
 	}
 	return r
 }

@@ -30,13 +30,14 @@ type exporter struct {
 	logs *bytes.Buffer
 }
 
-func startServe(t *testing.T, tb *testbed.Testbed, name string) *exporter {
+func startServe(t *testing.T, tb *testbed.Testbed, name string, extra ...string) *exporter {
 	t.Helper()
 	addr := proc.FreeAddr(t)
 	args := []string{"serve", "--kubeconfig", tb.KubeconfigPath, "--namespace", "static-tls", "--grace", grace.String(),
 		"--interval", "2s", "--web.listen-address", addr,
 		"--remediate", "--remediate-lease-namespace", "default", "--remediate-budget", "5",
 		"--remediate-lease-duration", "6s", "--remediate-identity", name}
+	args = append(args, extra...)
 	cmd := exec.Command(certdriftBin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	logs := &bytes.Buffer{}

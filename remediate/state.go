@@ -1,0 +1,170 @@
+package remediate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certdrift/certdrift/kubeapi"
+)
+
+// What became of the last action on a workload is remembered beside its cooldown, in
+// annotations of the workload's reload Lease, so that every run of `audit --reload` and every
+// replica of `serve --remediate` (a new leader too) sees it. An action that disrupted the
+// workload and was not seen to work — its replacement never Ready, or Ready but not serving the
+// desired certificate, or its process stopped before it knew — blocks every further action on
+// that workload until a person clears the record or the workload is healthy again: without
+// this, a replacement that can never start turns one eviction per cooldown into an outage
+// (issue 14).
+
+// Annotations on the reload Lease. Removing AnnOutcome (or deleting the Lease) clears a block.
+const (
+	AnnOutcome     = "certdrift.dev/last-outcome"      // StateActing, StateDone, StateFailed, StateRecovered
+	AnnReason      = "certdrift.dev/last-reason"       // a Reason* code when failed
+	AnnOutcomeTime = "certdrift.dev/last-outcome-time" // RFC 3339, when the outcome was recorded
+	AnnStrategy    = "certdrift.dev/last-strategy"
+	AnnTarget      = "certdrift.dev/last-target" // the pod ("namespace/name") or the workload acted on
+	AnnDetail      = "certdrift.dev/last-detail" // one line for people, never key material
+)
+
+// States of a workload's last action.
+const (
+	// StateActing: the workload was disrupted (pod evicted, rollout restarted, Envoy quit) and
+	// the replacement is not verified yet. Found by a later run after the action's deadline, it
+	// means the acting process stopped before it knew: the replacement is checked then.
+	StateActing = "acting"
+	// StateDone: the replacement was Ready and served the desired certificate.
+	StateDone = "done"
+	// StateFailed: the replacement was not verified; further actions are blocked.
+	StateFailed = "failed"
+	// StateRecovered: a failed workload was seen healthy again (all desired replicas Ready and
+	// serving the desired certificate), which lifts the block.
+	StateRecovered = "recovered"
+)
+
+// Reasons an action ended failed: a closed set, for the Lease, Events, metrics and scripts.
+const (
+	// ReasonReplacementNotReady: the replacement pod (or the rollout, or the restarted
+	// container) did not become Ready before the action's deadline.
+	ReasonReplacementNotReady = "replacement_not_ready"
+	// ReasonPostCheckFailed: the replacement was Ready but did not serve the desired certificate.
+	ReasonPostCheckFailed = "post_check_failed"
+	// ReasonUnverified: the process that acted stopped (or lost leadership) before it verified
+	// the replacement, and a later run did not find it Ready and serving the desired certificate.
+	ReasonUnverified = "unverified"
+)
+
+// Reasons lists the failure reasons, for metrics that declare their series up front.
+var Reasons = []string{ReasonReplacementNotReady, ReasonPostCheckFailed, ReasonUnverified}
+
+// Record is a workload's last action as its reload Lease remembers it.
+type Record struct {
+	// At is the last action's start (the Lease's renewTime): the cooldown counts from it.
+	At time.Time
+	// State is "" when nothing but the cooldown is recorded (older certdrift, or a person
+	// removed the outcome to clear a block).
+	State    string
+	Reason   string
+	Since    time.Time // when State was recorded
+	Strategy Strategy
+	Target   string
+	Detail   string
+}
+
+// Blocking reports whether the record forbids further actions on its workload.
+func (r Record) Blocking() bool { return r.State == StateFailed }
+
+func recordFromLease(l *coordv1.Lease) Record {
+	var r Record
+	if l.Spec.RenewTime != nil {
+		r.At = l.Spec.RenewTime.Time
+	}
+	a := l.Annotations
+	r.State, r.Reason, r.Target, r.Detail = a[AnnOutcome], a[AnnReason], a[AnnTarget], a[AnnDetail]
+	r.Strategy = Strategy(a[AnnStrategy])
+	if t, err := time.Parse(time.RFC3339Nano, a[AnnOutcomeTime]); err == nil {
+		r.Since = t
+	}
+	switch r.State {
+	case "", StateActing, StateDone, StateFailed, StateRecovered:
+	default:
+		// A value nobody wrote on purpose: treat as failed rather than let it act.
+		r.State, r.Reason = StateFailed, ReasonUnverified
+		r.Detail = fmt.Sprintf("unknown %s value %q", AnnOutcome, a[AnnOutcome])
+	}
+	return r
+}
+
+// ReadRecord reads namespace/workload's reload Lease; ok is false when there is none.
+func ReadRecord(ctx context.Context, c *kubeapi.Client, namespace, workload string) (Record, bool, error) {
+	l, err := c.CoordinationV1().Leases(namespace).Get(ctx, leaseName(workload), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, fmt.Errorf("read reload lease %s/%s: %w", namespace, leaseName(workload), err)
+	}
+	return recordFromLease(l), true, nil
+}
+
+// writeRecord stores r in namespace/workload's reload Lease, creating it when missing. The
+// cooldown (renewTime) moves only when r.At is set.
+func writeRecord(ctx context.Context, c *kubeapi.Client, namespace, workload string, r Record) error {
+	name := leaseName(workload)
+	leases := c.CoordinationV1().Leases(namespace)
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	create := apierrors.IsNotFound(err)
+	switch {
+	case create:
+		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "certdrift"}}}
+	case err != nil:
+		return fmt.Errorf("record reload of %s/%s in lease %s: %w", namespace, workload, name, err)
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	a := l.Annotations
+	a["certdrift.dev/workload"] = workload
+	a[AnnOutcome], a[AnnOutcomeTime] = r.State, r.Since.UTC().Format(time.RFC3339Nano)
+	set := func(k, v string) {
+		if v == "" {
+			delete(a, k)
+		} else {
+			a[k] = v
+		}
+	}
+	set(AnnReason, r.Reason)
+	set(AnnStrategy, string(r.Strategy))
+	set(AnnTarget, r.Target)
+	if len(r.Detail) > 1024 {
+		r.Detail = r.Detail[:1024]
+	}
+	set(AnnDetail, r.Detail)
+	if !r.At.IsZero() {
+		holder := "certdrift"
+		rt := metav1.NewMicroTime(r.At)
+		l.Spec.RenewTime, l.Spec.HolderIdentity = &rt, &holder
+		if l.Spec.AcquireTime == nil {
+			l.Spec.AcquireTime = &rt
+		}
+	}
+	if create {
+		_, err = leases.Create(ctx, l, metav1.CreateOptions{FieldManager: "certdrift"})
+	} else {
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: "certdrift"})
+	}
+	if err != nil {
+		return fmt.Errorf("record reload of %s/%s in lease %s: %w", namespace, workload, name, err)
+	}
+	return nil
+}
+
+// ClearHint tells a person how to lift a block by hand.
+func ClearHint(namespace, workload string) string {
+	return fmt.Sprintf("kubectl -n %s annotate lease %s %s-", namespace, leaseName(workload), AnnOutcome)
+}
