@@ -119,6 +119,35 @@ func TestParserItems(t *testing.T) {
 			data:    map[string][]byte{"password": []byte("hunter2")},
 			layouts: []Layout{{Cert: "*.crt", Key: "*.key", CA: "ca.crt"}, {Cert: "tls.crt", Key: "tls.key"}},
 		},
+		"CAOnly": {
+			reason:  "an Opaque Secret holding only ca.crt is one item with a CA bundle, no certificate and no chain error",
+			data:    map[string][]byte{"ca.crt": ca.CertPEM},
+			layouts: []Layout{{Cert: "tls.crt", Key: "tls.key", CA: "ca.crt"}, {CA: "ca.crt"}},
+			want:    []itemFacts{{CAKey: "ca.crt", CASize: 1}},
+		},
+		"CAOnlySecondKey": {
+			reason:  "CA-only layouts are tried in order: Istio's cacert when there is no ca.crt",
+			data:    map[string][]byte{"cacert": ca.CertPEM, "note": []byte("x")},
+			layouts: CAOnlyLayouts,
+			want:    []itemFacts{{CAKey: "cacert", CASize: 1}},
+		},
+		"CAOnlyNotWithLeaf": {
+			reason:  "a Secret with a certificate is that certificate's source: no second, CA-only item",
+			data:    map[string][]byte{"tls.crt": web.CertPEM, "ca.crt": ca.CertPEM},
+			layouts: append([]Layout{{Cert: "tls.crt", CA: "ca.crt"}}, CAOnlyLayouts...),
+			want:    []itemFacts{{CertKey: "tls.crt", CAKey: "ca.crt", Leaf: fp(web), ChainLen: 1, CASize: 1}},
+		},
+		"CAOnlyBadBundle": {
+			reason:  "a CA-only bundle that does not parse is a CA error on the item, not a dropped Secret",
+			data:    map[string][]byte{"ca.crt": []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")},
+			layouts: CAOnlyLayouts,
+			want:    []itemFacts{{CAKey: "ca.crt", CAErr: `secret ns/sec key "ca.crt": `}},
+		},
+		"CAOnlyNoKey": {
+			reason:  "CA-only layouts find nothing in a Secret without their keys",
+			data:    map[string][]byte{"password": []byte("hunter2")},
+			layouts: CAOnlyLayouts,
+		},
 		"TooManyItems": {
 			reason:  "items beyond the limit are refused with an error",
 			data:    map[string][]byte{"a.crt": web.CertPEM, "b.crt": web.CertPEM, "c.crt": web.CertPEM},
