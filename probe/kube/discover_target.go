@@ -88,6 +88,10 @@ type EnvoyTarget struct {
 	// when none.
 	StatsPort  int
 	ProbePorts []ProbePort
+	// ContainerPorts are the TCP ports the Envoy container declares (every container's when the
+	// Envoy container is unknown): where TLS handshakes go when neither the annotation nor the
+	// admin's listeners say (SpecEndpoints).
+	ContainerPorts []ContainerPort `json:",omitempty"`
 	// NoHotReload: annotation certdrift.dev/hot-reload is "false".
 	NoHotReload bool
 	// DeclaredSecrets are "namespace/name" references from certdrift.dev/secrets.
@@ -126,6 +130,12 @@ type ContainerInfo struct {
 type ProbePort struct {
 	Port int
 	SNIs []string `json:",omitempty"`
+}
+
+// ContainerPort is one declared TCP container port.
+type ContainerPort struct {
+	Name string `json:",omitempty"`
+	Port int
 }
 
 // PodVolume is a volume whose files come from Secrets or ConfigMaps.
@@ -224,7 +234,28 @@ func targetFor(p *corev1.Pod, enabled map[Preset]bool) *EnvoyTarget {
 		t.AnnotationErrors = append(t.AnnotationErrors, fmt.Sprintf("%s: missing; preset %s has no default admin port", AnnotationAdminPort, preset))
 	}
 	t.Volumes, t.Mounts = secretVolumes(p)
+	t.ContainerPorts = containerPorts(p, container)
 	return t
+}
+
+// containerPorts are the TCP ports of the named container, of every container when name is "".
+func containerPorts(p *corev1.Pod, name string) []ContainerPort {
+	var out []ContainerPort
+	for _, c := range allContainers(p) {
+		if name != "" && c.Name != name {
+			continue
+		}
+		for _, cp := range c.Ports {
+			if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
+				continue
+			}
+			if cp.ContainerPort < 1 || cp.ContainerPort > 65535 || len(out) == maxProbePorts {
+				continue
+			}
+			out = append(out, ContainerPort{Name: cp.Name, Port: int(cp.ContainerPort)})
+		}
+	}
+	return out
 }
 
 // matchPreset decides whether a pod is an Envoy and which container runs it.

@@ -274,3 +274,30 @@ func TestChangeTracker(t *testing.T) {
 		})
 	}
 }
+
+// TestCAOnlyObservation: a CA-only Secret reaches the desired view as an item with a CA bundle
+// and its path, and neither a chain nor a chain error (the audit would take a missing
+// certificate as a broken Secret).
+func TestCAOnlyObservation(t *testing.T) {
+	ca := certs.NewCA(t, certs.WithCommonName("Trust CA"))
+	p := &parser{maxItems: 10, bundles: newBundleCache(8)}
+	items, err := p.items(secretData{namespace: "ns", name: "web-ca", data: map[string][]byte{"ca.crt": ca.CertPEM}}, CAOnlyLayouts, false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := Snapshot{Secrets: []*SecretSummary{{Namespace: "ns", Name: "web-ca", Items: items}}}
+	obs := snap.Observations()
+	if len(obs) != 1 || len(obs[0].Items) != 1 {
+		t.Fatalf("observations %+v, want one with one item", obs)
+	}
+	o, it := obs[0], obs[0].Items[0]
+	if o.Source.Name != "ns/web-ca" || o.Err != nil {
+		t.Errorf("source %q err %v, want ns/web-ca and no error", o.Source.Name, o.Err)
+	}
+	if len(it.Chain) != 0 || it.ChainErr != nil || it.CertPath != "" {
+		t.Errorf("item has chain %d, chain error %v, cert path %q; want none", len(it.Chain), it.ChainErr, it.CertPath)
+	}
+	if len(it.CA) != 1 || it.CAErr != nil || it.CAPath != "ns/web-ca/ca.crt" || !it.CA[0].Equal(ca.Cert) {
+		t.Errorf("item CA %d certs (err %v) at %q, want the CA at ns/web-ca/ca.crt", len(it.CA), it.CAErr, it.CAPath)
+	}
+}
