@@ -245,7 +245,9 @@ func TestUnwatchedRefs(t *testing.T) {
 		Secrets:    []*kube.SecretSummary{{Namespace: "a", Name: "web-tls"}},
 		ConfigMaps: []kube.ConfigMapSummary{{Namespace: "a", Name: "watched-bundle"}},
 	}
-	vol := func(name string, srcs ...kube.VolumeSource) kube.PodVolume { return kube.PodVolume{Name: name, Sources: srcs} }
+	vol := func(name string, srcs ...kube.VolumeSource) kube.PodVolume {
+		return kube.PodVolume{Name: name, Sources: srcs}
+	}
 	targets := []kube.EnvoyTarget{
 		{Namespace: "a", Pod: "p1", EnvoyContainer: "envoy",
 			Volumes: []kube.PodVolume{vol("tls", kube.VolumeSource{Kind: "Secret", Name: "web-tls"}, kube.VolumeSource{Kind: "Secret", Name: "web-ca"}),
