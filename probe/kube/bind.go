@@ -108,6 +108,8 @@ type mountedSource struct {
 	dir          string // directory holding them, as a container path
 	// subPath: a copy made at container start.
 	subPath bool
+	// token: from a volume that projects a service account token (PodVolume.Token).
+	token bool
 	// volume, rel and caRel locate the files in the volume, for paths the node reports.
 	volume, rel, caRel string
 }
@@ -134,6 +136,9 @@ func Bind(t EnvoyTarget, keys SourceKeys) PodBindings {
 	mss, risks := mountedSources(t, keys)
 	pb.Risks = risks
 	for _, ms := range mss {
+		if ms.token {
+			continue
+		}
 		addBinding(config.Binding{Source: ms.source, Item: ms.item, File: ms.file, CAFile: ms.caFile, Dir: ms.dir,
 			Origin: originFor(t, ms.source, OriginPath)})
 	}
@@ -161,7 +166,8 @@ func (r SourceRef) Source() string {
 }
 
 // MountedRefs lists the Secrets and ConfigMaps mounted into the Envoy container (every container
-// when it is unknown) and the Secrets certdrift.dev/secrets declares, each once.
+// when it is unknown; never the service account token volume's kube-root-ca.crt) and the Secrets
+// certdrift.dev/secrets declares, each once.
 func MountedRefs(t EnvoyTarget) []SourceRef {
 	var out []SourceRef
 	add := func(r SourceRef) {
@@ -174,7 +180,7 @@ func MountedRefs(t EnvoyTarget) []SourceRef {
 		vols[v.Name] = v
 	}
 	for _, m := range t.Mounts {
-		if t.EnvoyContainer != "" && m.Container != t.EnvoyContainer {
+		if (t.EnvoyContainer != "" && m.Container != t.EnvoyContainer) || vols[m.Volume].Token {
 			continue
 		}
 		for _, src := range vols[m.Volume].Sources {
@@ -513,7 +519,7 @@ func mountedSources(t EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRis
 					risk.SubPath, risk.Reason = m.SubPathExpr, "subPathExpr mount: a copy made at container start that never updates"
 					continue
 				}
-				ms := mountedSource{source: source, item: ik.Item, volume: m.Volume}
+				ms := mountedSource{source: source, item: ik.Item, volume: m.Volume, token: v.Token}
 				if m.SubPath != "" {
 					sub := path.Clean(m.SubPath)
 					if hasCert {

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"path"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -161,6 +162,15 @@ func TestBind(t *testing.T) {
 			want: PodBindings{Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{
 				{Source: "a/web-tls", File: "/certs/tls.crt", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginConfig}, {Source: "b/other", Origin: OriginConfig}}}},
 		},
+		"ServiceAccountTokenVolume": {
+			reason: "the kube-api-access volume's kube-root-ca.crt is the API server's CA, not Envoy's trust: no binding from the spec",
+			target: EnvoyTarget{Namespace: "a", Pod: "p",
+				Volumes: []PodVolume{{Name: "kube-api-access-x", Token: true, Sources: []VolumeSource{{Kind: "ConfigMap", Name: "kube-root-ca.crt",
+					Items: []KeyPath{{Key: "ca.crt", Path: "ca.crt"}}}}}},
+				Mounts: []VolumeMount{{Container: "envoy", Volume: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}},
+			keys: SourceKeys{"configmap:a/kube-root-ca.crt": {{Item: "ca.crt", CA: "ca.crt"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p"}},
+		},
 		"NoPodIP": {
 			reason: "without a pod IP there is nothing to handshake with",
 			target: EnvoyTarget{Namespace: "a", Pod: "p", ProbePorts: []ProbePort{{Port: 8443}}},
@@ -286,6 +296,25 @@ func TestLoadedBindings(t *testing.T) {
 // read by file-based SDS from the node (the testbed's rewrite): the certificate secret binds the
 // TLS Secret only, the validation secret (by its listener's watched directory) the CA Secret only,
 // with the CA file as the node shows it.
+// TestLoadedBindingsTokenCA: the API server's CA in the service account token volume binds only
+// when Envoy reports reading it (a validation context that trusts the API server).
+func TestLoadedBindingsTokenCA(t *testing.T) {
+	target := EnvoyTarget{Namespace: "a", Pod: "p", UID: "0f1e-uid",
+		Volumes: []PodVolume{{Name: "kube-api-access-x", Token: true, Sources: []VolumeSource{{Kind: "ConfigMap", Name: "kube-root-ca.crt",
+			Items: []KeyPath{{Key: "ca.crt", Path: "ca.crt"}}}}}},
+		Mounts: []VolumeMount{{Container: "envoy", Volume: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}}
+	keys := SourceKeys{"configmap:a/kube-root-ca.crt": {{Item: "ca.crt", CA: "ca.crt"}}}
+	const ca = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+	if got := LoadedBindings(target, keys, &envoyadmin.Snapshot{}); len(got) != 0 {
+		t.Errorf("LoadedBindings(nothing reported) = %v, want none", got)
+	}
+	got := LoadedBindings(target, keys, &envoyadmin.Snapshot{Listeners: []envoyadmin.FilterChainTLS{{CAFile: ca}}})
+	want := []config.Binding{{Source: "configmap:a/kube-root-ca.crt", Item: "ca.crt", CAFile: ca, Dir: path.Dir(ca), Origin: OriginPath}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LoadedBindings(CA file reported): -want +got:\n%s", diff)
+	}
+}
+
 func TestLoadedBindingsProjectedTrust(t *testing.T) {
 	target := EnvoyTarget{Namespace: "a", Pod: "p", UID: "0f1e-uid",
 		Volumes: []PodVolume{{Name: "tls", Sources: []VolumeSource{

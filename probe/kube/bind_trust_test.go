@@ -87,7 +87,7 @@ func (adminError) Error() string { return "dial 10.0.0.1:9901: connection refuse
 var errAdmin error = adminError{}
 
 // TestContainerPorts: the Envoy container's TCP ports reach the target, UDP (QUIC) and other
-// containers' ports do not.
+// containers' ports do not; the service account token volume is marked as such.
 func TestContainerPorts(t *testing.T) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p"},
@@ -98,6 +98,11 @@ func TestContainerPorts(t *testing.T) {
 			{Name: "app", Image: "example/app", Ports: []corev1.ContainerPort{{Name: "https-app", ContainerPort: 9443}}},
 		}},
 	}
+	p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}},
+		{Name: "ca", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "bundle"}}}}}}}}
 	tg := targetFor(p, map[Preset]bool{PresetEnvoy: true})
 	if tg == nil {
 		t.Fatal("targetFor(envoy pod) = nil")
@@ -106,17 +111,24 @@ func TestContainerPorts(t *testing.T) {
 	if diff := cmp.Diff(want, tg.ContainerPorts); diff != "" {
 		t.Errorf("ContainerPorts: -want +got:\n%s", diff)
 	}
+	wantVols := []PodVolume{{Name: "kube-api-access-x", Token: true, Sources: []VolumeSource{{Kind: "ConfigMap", Name: "kube-root-ca.crt"}}},
+		{Name: "ca", Sources: []VolumeSource{{Kind: "ConfigMap", Name: "bundle"}}}}
+	if diff := cmp.Diff(wantVols, tg.Volumes); diff != "" {
+		t.Errorf("Volumes (the token volume marked): -want +got:\n%s", diff)
+	}
 }
 
 // TestMountedRefs: what a pod mounts into Envoy and declares, each once, for reading the sources
-// the inventory does not watch.
+// the inventory does not watch; not the service account token volume's ConfigMap.
 func TestMountedRefs(t *testing.T) {
 	tg := EnvoyTarget{Namespace: "a", Pod: "p", EnvoyContainer: "envoy", DeclaredSecrets: []string{"b/declared", "a/web-tls"},
 		Volumes: []PodVolume{
 			{Name: "tls", Sources: []VolumeSource{{Kind: "Secret", Name: "web-tls"}, {Kind: "Secret", Name: "web-ca"}, {Kind: "ConfigMap", Name: "bundle"}}},
-			secretVol("again", "web-tls"), secretVol("app", "app-only")},
+			secretVol("again", "web-tls"), secretVol("app", "app-only"),
+			{Name: "kube-api-access-x", Token: true, Sources: []VolumeSource{{Kind: "ConfigMap", Name: "kube-root-ca.crt"}}}},
 		Mounts: []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}, {Container: "envoy", Volume: "again", MountPath: "/again"},
-			{Container: "app", Volume: "app", MountPath: "/app"}}}
+			{Container: "app", Volume: "app", MountPath: "/app"},
+			{Container: "envoy", Volume: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}}
 	want := []SourceRef{{"Secret", "a", "web-tls"}, {"Secret", "a", "web-ca"}, {"ConfigMap", "a", "bundle"}, {"Secret", "b", "declared"}}
 	if diff := cmp.Diff(want, MountedRefs(tg)); diff != "" {
 		t.Errorf("MountedRefs(): -want +got:\n%s", diff)

@@ -142,6 +142,11 @@ type ContainerPort struct {
 type PodVolume struct {
 	Name    string
 	Sources []VolumeSource
+	// Token: the volume also projects a service account token — the kube-api-access-* volume
+	// that admission adds to every container. Its ca.crt (the kube-root-ca.crt ConfigMap) is
+	// the API server's CA, for clients of the API server: it binds only when Envoy reports
+	// reading it, never from the spec alone.
+	Token bool `json:",omitempty"`
 }
 
 // VolumeSource is a secret or configMap volume, or one source of a projected volume.
@@ -404,6 +409,7 @@ func secretVolumes(p *corev1.Pod) ([]PodVolume, []VolumeMount) {
 	keep := map[string]bool{}
 	for _, v := range p.Spec.Volumes {
 		var srcs []VolumeSource
+		token := false
 		switch {
 		case v.Secret != nil:
 			srcs = append(srcs, VolumeSource{Kind: "Secret", Name: v.Secret.SecretName, Items: keyPaths(v.Secret.Items), Optional: isTrue(v.Secret.Optional)})
@@ -412,6 +418,8 @@ func secretVolumes(p *corev1.Pod) ([]PodVolume, []VolumeMount) {
 		case v.Projected != nil:
 			for _, s := range v.Projected.Sources {
 				switch {
+				case s.ServiceAccountToken != nil:
+					token = true
 				case s.Secret != nil:
 					srcs = append(srcs, VolumeSource{Kind: "Secret", Name: s.Secret.Name, Items: keyPaths(s.Secret.Items), Optional: isTrue(s.Secret.Optional)})
 				case s.ConfigMap != nil:
@@ -420,7 +428,7 @@ func secretVolumes(p *corev1.Pod) ([]PodVolume, []VolumeMount) {
 			}
 		}
 		if len(srcs) > 0 {
-			vols = append(vols, PodVolume{Name: v.Name, Sources: srcs})
+			vols = append(vols, PodVolume{Name: v.Name, Sources: srcs, Token: token})
 			keep[v.Name] = true
 		}
 	}
