@@ -2,6 +2,7 @@ package kube
 
 import (
 	"cmp"
+	"crypto/x509"
 	"net"
 	"path"
 	"slices"
@@ -35,6 +36,9 @@ type ItemKeys struct {
 	Cert string // "" for a CA-only item
 	Key  string
 	CA   string
+	// Names are the DNS names of the item's leaf, kept only for the items of a merged Secret
+	// (several items): what tells which item an SDS secret watching their shared directory holds.
+	Names []string
 }
 
 // SourceKeys are the item keys of each desired source, by source name ("namespace/name",
@@ -62,7 +66,13 @@ func KeysOf(snaps ...Snapshot) SourceKeys {
 		for _, sec := range s.Secrets {
 			its := make([]ItemKeys, 0, len(sec.Items))
 			for _, it := range sec.Items {
-				its = append(its, ItemKeys{Item: it.Name, Cert: it.CertKey, Key: it.KeyKey, CA: it.CAKey})
+				ik := ItemKeys{Item: it.Name, Cert: it.CertKey, Key: it.KeyKey, CA: it.CAKey}
+				if l := it.Leaf(); l != nil && len(sec.Items) > 1 {
+					if c, err := x509.ParseCertificate(l.DER); err == nil {
+						ik.Names = c.DNSNames
+					}
+				}
+				its = append(its, ik)
 			}
 			out[SecretSourceName(sec.Namespace, sec.Name)] = its
 		}
@@ -102,6 +112,7 @@ type MountRisk struct {
 // mountedSource is one item of one Secret or ConfigMap source as one container sees it.
 type mountedSource struct {
 	source, item string
+	names        []string // ItemKeys.Names
 	// file and caFile are the container paths of the certificate and of the CA bundle, "" when
 	// the mount does not show them.
 	file, caFile string
@@ -235,6 +246,32 @@ func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoyadmin.Snapshot) [
 			out = append(out, b)
 		}
 	}
+	// A directory holds every item of a merged Secret (a.crt, b.crt, one ca.crt): an SDS secret
+	// watching it may be any of them, so when several items match it binds the source with no
+	// item and leaves the item to the audit, which compares certificates.
+	type dirKey struct {
+		source, secret string
+		trust          bool
+	}
+	type dirMatch struct {
+		ms mountedSource
+		b  config.Binding
+	}
+	var dirOrder []dirKey
+	dirMatches := map[dirKey][]dirMatch{}
+	loadedLeaf := map[string]*x509.Certificate{}
+	for _, s := range snap.Secrets {
+		if s.HasCertificate && len(s.Chain) > 0 && loadedLeaf[s.Name] == nil {
+			loadedLeaf[s.Name] = s.Chain[0]
+		}
+	}
+	addDir := func(ms mountedSource, b config.Binding, trust bool) {
+		k := dirKey{ms.source, b.Secret, trust}
+		if _, ok := dirMatches[k]; !ok {
+			dirOrder = append(dirOrder, k)
+		}
+		dirMatches[k] = append(dirMatches[k], dirMatch{ms, b})
+	}
 	for _, s := range snap.Secrets {
 		if s.Name == "" {
 			continue
@@ -245,7 +282,7 @@ func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoyadmin.Snapshot) [
 				case s.CertFile != "" && ms.isFile(t.UID, s.CertFile):
 					add(ms, config.Binding{Secret: s.Name, File: s.CertFile, CAFile: ms.fromFile(s.CertFile, ms.rel), Dir: path.Dir(path.Clean(s.CertFile))})
 				case s.WatchedDir != "" && ms.isDir(t.UID, s.WatchedDir):
-					add(ms, config.Binding{Secret: s.Name, CAFile: ms.fromDir(s.WatchedDir), Dir: path.Clean(s.WatchedDir)})
+					addDir(ms, config.Binding{Secret: s.Name, CAFile: ms.fromDir(s.WatchedDir), Dir: path.Clean(s.WatchedDir)}, false)
 				}
 			}
 			if s.HasValidation && ms.caFile != "" {
@@ -253,7 +290,7 @@ func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoyadmin.Snapshot) [
 				case s.CAFile != "" && ms.isCAFile(t.UID, s.CAFile):
 					add(ms, config.Binding{Secret: s.Name, CAFile: s.CAFile, Dir: path.Dir(path.Clean(s.CAFile))})
 				case s.WatchedDir != "" && ms.isDir(t.UID, s.WatchedDir):
-					add(ms, config.Binding{Secret: s.Name, CAFile: ms.fromDir(s.WatchedDir), Dir: path.Clean(s.WatchedDir)})
+					addDir(ms, config.Binding{Secret: s.Name, CAFile: ms.fromDir(s.WatchedDir), Dir: path.Clean(s.WatchedDir)}, true)
 				}
 			}
 		}
@@ -278,17 +315,52 @@ func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoyadmin.Snapshot) [
 			}
 			for _, ms := range mss {
 				if dir, ok := inDir(ms, src); ok && ms.file != "" {
-					add(ms, config.Binding{Secret: src.Name, CAFile: ms.fromDir(dir), Dir: dir})
+					addDir(ms, config.Binding{Secret: src.Name, CAFile: ms.fromDir(dir), Dir: dir}, false)
 				}
 			}
 		}
 		if src := fc.SDSValidationSource; src != nil && src.Name != "" {
 			for _, ms := range mss {
 				if dir, ok := inDir(ms, *src); ok && ms.caFile != "" {
-					add(ms, config.Binding{Secret: src.Name, CAFile: ms.fromDir(dir), Dir: dir})
+					addDir(ms, config.Binding{Secret: src.Name, CAFile: ms.fromDir(dir), Dir: dir}, true)
 				}
 			}
 		}
+	}
+	for _, k := range dirOrder {
+		ms := dirMatches[k]
+		items := map[string]bool{}
+		for _, m := range ms {
+			items[m.ms.item] = true
+		}
+		if len(items) > 1 && !k.trust {
+			// The certificate Envoy inlined says which item: the one whose leaf has its names
+			// (names survive a rotation, serials do not).
+			var named []dirMatch
+			for _, m := range ms {
+				if c := loadedLeaf[k.secret]; c != nil && len(m.ms.names) > 0 && sameNames(m.ms.names, c.DNSNames) {
+					named = append(named, m)
+				}
+			}
+			if len(named) == 1 {
+				ms = named
+				items = map[string]bool{named[0].ms.item: true}
+			}
+		}
+		if len(items) == 1 {
+			for _, m := range ms {
+				add(m.ms, m.b)
+			}
+			continue
+		}
+		first, b := ms[0].ms, ms[0].b
+		for _, m := range ms[1:] {
+			if m.b.CAFile != b.CAFile {
+				b.CAFile = ""
+			}
+		}
+		first.item = ""
+		add(first, b)
 	}
 	var files []string
 	for _, c := range snap.Contexts {
@@ -519,7 +591,7 @@ func mountedSources(t EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRis
 					risk.SubPath, risk.Reason = m.SubPathExpr, "subPathExpr mount: a copy made at container start that never updates"
 					continue
 				}
-				ms := mountedSource{source: source, item: ik.Item, volume: m.Volume, token: v.Token}
+				ms := mountedSource{source: source, item: ik.Item, names: ik.Names, volume: m.Volume, token: v.Token}
 				if m.SubPath != "" {
 					sub := path.Clean(m.SubPath)
 					if hasCert {
@@ -595,4 +667,15 @@ func fileIn(src VolumeSource, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// sameNames reports whether a and b hold the same names, in any order.
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }

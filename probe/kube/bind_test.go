@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"crypto/x509"
 	"path"
 	"testing"
 
@@ -296,6 +297,43 @@ func TestLoadedBindings(t *testing.T) {
 // read by file-based SDS from the node (the testbed's rewrite): the certificate secret binds the
 // TLS Secret only, the validation secret (by its listener's watched directory) the CA Secret only,
 // with the CA file as the node shows it.
+// TestLoadedBindingsMergedDir: SDS secrets watching the directory of a merged Secret (a.crt,
+// b.crt) cannot say which item they hold: the source is bound with no item, for the audit to
+// match by certificate; a file path does say.
+func TestLoadedBindingsMergedDir(t *testing.T) {
+	target := EnvoyTarget{Namespace: "a", Pod: "p", Volumes: []PodVolume{secretVol("certs", "merged")},
+		Mounts: []VolumeMount{{Container: "envoy", Volume: "certs", MountPath: "/certs"}}}
+	keys := SourceKeys{"a/merged": {{Item: "a", Cert: "a.crt", Key: "a.key", CA: "ca.crt"}, {Item: "b", Cert: "b.crt", Key: "b.key", CA: "ca.crt"}}}
+	snap := &envoyadmin.Snapshot{
+		Secrets:  []envoyadmin.Secret{{Name: "a.example", HasCertificate: true, WatchedDir: "/certs"}, {Name: "ca", HasValidation: true, WatchedDir: "/certs"}},
+		Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{Path: "/certs/b.crt"}}}},
+	}
+	want := []config.Binding{
+		{Source: "a/merged", Secret: "a.example", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
+		{Source: "a/merged", Secret: "ca", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
+		{Source: "a/merged", Item: "b", File: "/certs/b.crt", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
+	}
+	if diff := cmp.Diff(want, LoadedBindings(target, keys, snap)); diff != "" {
+		t.Errorf("LoadedBindings(): -want +got:\n%s", diff)
+	}
+
+	// With the items' names known, the certificate Envoy inlined (file-based SDS in Envoy 1.40)
+	// picks the item; one whose names match no item, or several, stays item-less.
+	keys["a/merged"][0].Names = []string{"a.example"}
+	keys["a/merged"][1].Names = []string{"b.example"}
+	snap = &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{
+		{Name: "a.example", HasCertificate: true, WatchedDir: "/certs", Chain: []*x509.Certificate{{DNSNames: []string{"a.example"}}}},
+		{Name: "other", HasCertificate: true, Chain: []*x509.Certificate{{DNSNames: []string{"c.example"}}}},
+	}, Listeners: []envoyadmin.FilterChainTLS{{SDSCertSources: []envoyadmin.SDSSource{{Name: "other", WatchedDir: "/certs"}}}}}
+	want = []config.Binding{
+		{Source: "a/merged", Item: "a", Secret: "a.example", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
+		{Source: "a/merged", Secret: "other", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
+	}
+	if diff := cmp.Diff(want, LoadedBindings(target, keys, snap)); diff != "" {
+		t.Errorf("LoadedBindings(names known): -want +got:\n%s", diff)
+	}
+}
+
 // TestLoadedBindingsTokenCA: the API server's CA in the service account token volume binds only
 // when Envoy reports reading it (a validation context that trusts the API server).
 func TestLoadedBindingsTokenCA(t *testing.T) {
