@@ -301,3 +301,41 @@ func TestCAOnlyObservation(t *testing.T) {
 		t.Errorf("item CA %d certs (err %v) at %q, want the CA at ns/web-ca/ca.crt", len(it.CA), it.CAErr, it.CAPath)
 	}
 }
+
+// FuzzParserItems feeds hostile Secret values to every layout kind (fixed, merged, CA-only): no
+// panic, and no error quoting the input.
+func FuzzParserItems(f *testing.F) {
+	ca := certs.NewCA(f, certs.WithCommonName("Fuzz CA"))
+	f.Add(ca.CertPEM, []byte(nil), []byte(nil))
+	f.Add([]byte(nil), ca.CertPEM, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), ca.CertPEM[:40], ca.CertPEM)
+	layouts := append([]Layout{{Cert: "*.crt", Key: "*.key", CA: "ca.crt"}}, CAOnlyLayouts...)
+	f.Fuzz(func(t *testing.T, caVal, certVal, other []byte) {
+		data := map[string][]byte{}
+		if caVal != nil {
+			data["ca.crt"] = caVal
+		}
+		if certVal != nil {
+			data["a.crt"] = certVal
+			data["tls.crt"] = certVal
+		}
+		if other != nil {
+			data["cacert"] = other
+			data["a.key"] = other
+		}
+		p := &parser{maxItems: 4, bundles: newBundleCache(4)}
+		for _, ls := range [][]Layout{layouts, {TLSLayout}, CAOnlyLayouts} {
+			items, _ := p.items(secretData{namespace: "ns", name: "s", data: data}, ls, false, time.Now())
+			for _, it := range items {
+				for _, e := range []error{it.ChainErr, it.KeyErr, it.CAErr} {
+					if e != nil && strings.Contains(e.Error(), "BEGIN") {
+						t.Fatalf("error quotes the input: %v", e)
+					}
+				}
+				if it.CertKey == "" && (len(it.Chain) > 0 || it.ChainErr != nil) {
+					t.Fatalf("CA-only item with a chain (%d) or chain error (%v)", len(it.Chain), it.ChainErr)
+				}
+			}
+		}
+	})
+}
