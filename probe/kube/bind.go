@@ -567,14 +567,25 @@ func mountedSources(t EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRis
 			continue
 		}
 		mountPath := path.Clean(m.MountPath)
+		// The files known sources project into this volume: a source the desired view does not
+		// hold (missing, unreadable, filtered out) is guessed to have the kubernetes.io/tls keys,
+		// and the guess must not claim a file that another source of a projected volume writes.
+		claimed := map[string]bool{}
+		for _, src := range v.Sources {
+			for _, ik := range keys[sourceName(t.Namespace, src)] {
+				for _, k := range []string{ik.Cert, ik.Key, ik.CA} {
+					if rel, ok := fileIn(src, k); ok {
+						claimed[rel] = true
+					}
+				}
+			}
+		}
 		for _, src := range v.Sources {
 			if src.Name == "" || (src.Kind != "Secret" && src.Kind != "ConfigMap") {
 				continue
 			}
-			source := SecretSourceName(t.Namespace, src.Name)
-			if src.Kind == "ConfigMap" {
-				source = ConfigMapSourceName(t.Namespace, src.Name)
-			}
+			source := sourceName(t.Namespace, src)
+			_, known := keys[source]
 			risk := MountRisk{Container: m.Container, Volume: m.Volume, MountPath: m.MountPath, Source: source}
 			// A mount is a risk once, however many items of the source it shows.
 			risky := false
@@ -582,6 +593,9 @@ func mountedSources(t EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRis
 				rel, hasCert := fileIn(src, ik.Cert)
 				caRel, hasCA := fileIn(src, ik.CA)
 				keyRel, hasKey := fileIn(src, ik.Key)
+				if !known {
+					hasCert, hasCA, hasKey = hasCert && !claimed[rel], hasCA && !claimed[caRel], hasKey && !claimed[keyRel]
+				}
 				if !hasCert && !hasCA {
 					continue
 				}
@@ -632,6 +646,14 @@ func mountedSources(t EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRis
 		}
 	}
 	return out, risks
+}
+
+// sourceName is the desired source name of a volume source of a pod in namespace ns.
+func sourceName(ns string, src VolumeSource) string {
+	if src.Kind == "ConfigMap" {
+		return ConfigMapSourceName(ns, src.Name)
+	}
+	return SecretSourceName(ns, src.Name)
 }
 
 // underSubPath is where volume path rel appears when the volume's sub is mounted at mountPath.

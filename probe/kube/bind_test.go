@@ -84,6 +84,19 @@ func TestBind(t *testing.T) {
 				{Source: "a/web-tls", File: "/etc/envoy/tls/tls.crt", Dir: "/etc/envoy/tls", Origin: OriginPath},
 				{Source: "a/web-ca", CAFile: "/etc/envoy/tls/ca.crt", Dir: "/etc/envoy/tls", Origin: OriginPath}}}},
 		},
+		"ProjectedUnknownSource": {
+			reason: "a projected Secret the desired view does not hold is guessed to have tls.crt and ca.crt, but not where a known source of the volume writes them",
+			target: EnvoyTarget{Namespace: "a", Pod: "p",
+				Volumes: []PodVolume{{Name: "tls", Sources: []VolumeSource{
+					{Kind: "Secret", Name: "web-tls"},
+					{Kind: "Secret", Name: "missing", Optional: true},
+				}}},
+				Mounts: []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/certs"}}},
+			keys: SourceKeys{"a/web-tls": {{Cert: "tls.crt", Key: "tls.key"}}},
+			want: PodBindings{Envoy: config.Envoy{Name: "a/p", Bindings: []config.Binding{
+				{Source: "a/web-tls", File: "/certs/tls.crt", Dir: "/certs", Origin: OriginPath},
+				{Source: "a/missing", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath}}}},
+		},
 		"LayoutKeys": {
 			reason: "an Opaque Secret read with a layout binds the layout's keys, and a merged layout one binding per item",
 			target: EnvoyTarget{Namespace: "a", Pod: "p",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/test/certs"
 )
 
 // TestProbeEndpoints: handshakes never wait on the admin. The annotation wins; a config_dump that
@@ -211,5 +212,20 @@ func TestKeysOf(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, KeysOf(snap)); diff != "" {
 		t.Errorf("KeysOf(): -want +got:\n%s", diff)
+	}
+
+	// The items of a merged Secret keep their leaf's names (what picks the item an SDS secret
+	// watching their directory holds); a single item does not need them.
+	ca := certs.NewCA(t)
+	x, y := ca.Leaf(t, certs.WithDNSNames("x.example")), ca.Leaf(t, certs.WithDNSNames("y.example", "www.y.example"))
+	two := Snapshot{Secrets: []*SecretSummary{{Namespace: "a", Name: "two", Items: []ItemSummary{
+		{Name: "x", CertKey: "x.crt", Chain: []Cert{{DER: x.Cert.Raw}}}, {Name: "y", CertKey: "y.crt", Chain: []Cert{{DER: y.Cert.Raw}}}}},
+		{Namespace: "a", Name: "one", Items: []ItemSummary{{CertKey: "tls.crt", Chain: []Cert{{DER: x.Cert.Raw}}}}}}}
+	want = SourceKeys{
+		"a/two": {{Item: "x", Cert: "x.crt", Names: []string{"x.example"}}, {Item: "y", Cert: "y.crt", Names: []string{"y.example", "www.y.example"}}},
+		"a/one": {{Cert: "tls.crt"}},
+	}
+	if diff := cmp.Diff(want, KeysOf(two)); diff != "" {
+		t.Errorf("KeysOf(merged): -want +got:\n%s", diff)
 	}
 }
