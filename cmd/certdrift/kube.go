@@ -60,6 +60,9 @@ type KubeOptions struct {
 	// uses them to refresh without waiting for its next round.
 	OnDesiredChange func(kube.Change)
 	OnTargetChange  func(op kube.ChangeOp, namespace, pod string)
+	// PairingSources are the sources that declared pairings name ("namespace/name",
+	// "configmap:namespace/name"): read by name when the informers do not watch them.
+	PairingSources []string
 	// Shard, when set, keeps only the Envoy pods it returns true for: the others are neither
 	// read over admin nor handshaken. The exporter's --shard/--total-shards sets it, so that N
 	// replicas split the probing and not only the exposition. Every Secret stays in the desired
@@ -159,52 +162,99 @@ func GatherKube(ctx context.Context, rc *rest.Config, policy config.Policy, opt 
 
 // Gather observes the three views in the cluster as they are now: Secrets from the inventory
 // (desired), every discovered Envoy pod's admin (loaded, directly or through port-forward) and a
-// handshake per pod IP, TLS port and SNI (served), with bindings from each pod's spec. Like the
-// local Gather it records what could not be observed in the inputs instead of failing.
+// handshake per pod IP, TLS port and SNI (served), with bindings from each pod's spec. Secrets
+// and ConfigMaps that pods mount or name (or that pairings name) but the informers do not watch
+// are read by name (kube.Inventory.Fetch): a trust bundle in an Opaque Secret or a ConfigMap is
+// desired too. Handshakes do not depend on the admin: without it the ports come from the pod
+// spec. Like the local Gather it records what could not be observed in the inputs instead of
+// failing.
 func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 	opt, log := s.opt, s.opt.Log
-	desired := s.inv.Observations()
+	inv := s.inv.Snapshot()
 	snap := s.disc.Targets(ctx)
 	snap.Targets = shardTargets(snap.Targets, opt.Shard)
 	for _, e := range snap.Errors {
 		log.Warn("envoy discovery", "source", e.Source, "err", e.Err)
 	}
-	log.Info("cluster read", "secret_sources", len(desired), "envoys", len(snap.Targets))
+	log.Info("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
 
-	leaves := desiredNames(desired)
-	lookup := secretLookup(desired)
-	envoys := make([]config.Envoy, len(snap.Targets))
-	views := make([]audit.EnvoyView, len(snap.Targets))
+	admins := make([]*envoyadmin.Snapshot, len(snap.Targets))
 	forEach(len(snap.Targets), opt.Concurrency, func(i int) {
 		t := snap.Targets[i]
 		for _, e := range t.AnnotationErrors {
 			log.Warn("envoy pod annotation", "envoy", t.Key(), "err", e)
 		}
-		pb := kube.Bind(t, "")
-		e := pb.Envoy
-		var admin *envoyadmin.Snapshot
 		if t.AdminPort > 0 {
-			admin = snapshotPod(ctx, s.dialer, t, opt.Timeout, log)
+			admins[i] = snapshotPod(ctx, s.dialer, t, opt.Timeout, log)
+		}
+	})
+	s.dialer.CloseIdle()
+
+	extra := s.inv.Fetch(ctx, unwatchedRefs(inv, snap.Targets, admins, opt.PairingSources))
+	if n := len(extra.Secrets) + len(extra.ConfigMaps); n > 0 {
+		log.Debug("mounted sources read by name", "sources", n)
+	}
+	desired := slices.Concat(inv.Observations(), extra.Observations())
+	keys := kube.KeysOf(inv, extra)
+	leaves := desiredNames(desired)
+	lookup := secretLookup(desired)
+	envoys := make([]config.Envoy, len(snap.Targets))
+	views := make([]audit.EnvoyView, len(snap.Targets))
+	for i, t := range snap.Targets {
+		pb := kube.Bind(t, keys)
+		e := pb.Envoy
+		admin := admins[i]
+		if admin != nil {
 			e.Admin = admin.AdminURL
 			// What Envoy reports loading comes first: the audit keeps the first path it is given
 			// for a Secret, and the reported path is the one /certs and the listeners name. SDS
-			// names (Istio kubernetes://, Envoy Gateway ns/name) come next, the spec last.
+			// names (Istio kubernetes://, Envoy Gateway ns/name) come next, the spec, then the
+			// trust bundles SDS names resolve to (Istio -cacert), last.
 			sds, trust := kube.SDSBindings(t, admin, lookup)
+			var trustBindings []config.Binding
 			for _, tb := range trust {
 				log.Debug("envoy trust bundle", "envoy", t.Key(), "sds_secret", tb.Secret, "source", tb.Source, "missing", tb.Missing)
+				trustBindings = append(trustBindings, tb.Binding(t))
 			}
-			e.Bindings = slices.Concat(kube.LoadedBindings(t, "", admin), sds, e.Bindings)
-			if len(e.Endpoints) == 0 {
-				e.Endpoints = kube.ListenerEndpoints(t.PodIP, admin.Listeners)
-			}
+			e.Bindings = slices.Concat(kube.LoadedBindings(t, keys, admin), sds, e.Bindings, trustBindings)
 		}
+		e.Endpoints = kube.ProbeEndpoints(t, admin)
 		fillSNIs(e.Endpoints, e.Bindings, leaves)
 		envoys[i] = e
 		views[i] = audit.EnvoyView{Config: e, Admin: admin, Pod: podContext(t, pb.Risks)}
-	})
-	s.dialer.CloseIdle()
+	}
 	probeEndpoints(ctx, envoys, views, opt.GatherOptions, log)
 	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views}
+}
+
+// unwatchedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation, SDS
+// names) or that pairings name, and that the inventory's snapshot does not hold.
+func unwatchedRefs(inv kube.Snapshot, targets []kube.EnvoyTarget, admins []*envoyadmin.Snapshot, pairingSources []string) []kube.SourceRef {
+	have := make(map[string]bool, len(inv.Secrets)+len(inv.ConfigMaps))
+	for _, s := range inv.Secrets {
+		have[kube.SecretSourceName(s.Namespace, s.Name)] = true
+	}
+	for _, c := range inv.ConfigMaps {
+		have[kube.ConfigMapSourceName(c.Namespace, c.Name)] = true
+	}
+	var out []kube.SourceRef
+	add := func(r kube.SourceRef) {
+		if src := r.Source(); !have[src] {
+			have[src] = true
+			out = append(out, r)
+		}
+	}
+	for i, t := range targets {
+		for _, r := range slices.Concat(kube.MountedRefs(t), kube.SDSRefs(t, admins[i])) {
+			add(r)
+		}
+	}
+	for _, src := range pairingSources {
+		if r, ok := kube.ParseSourceName(src); ok {
+			add(r)
+		}
+	}
+	return out
 }
 
 // shardTargets keeps the targets keep owns, all of them when keep is nil.
@@ -301,11 +351,28 @@ func desiredNames(obs []files.Observation) map[string][]string {
 	return out
 }
 
+// pairingSources are the sources named by pairings, each once.
+func pairingSources(ps []config.Pairing) []string {
+	var out []string
+	for _, p := range ps {
+		for _, src := range []string{p.Bundle.Source, p.Leaf.Source} {
+			if src != "" && !slices.Contains(out, src) {
+				out = append(out, src)
+			}
+		}
+	}
+	return out
+}
+
 // fillSNIs gives an endpoint with no SNI the DNS names of the certificates bound to its pod
-// (issue 4: listener server_names, else the desired certificate's DNS SANs, else none).
+// (issue 4: listener server_names, else the desired certificate's DNS SANs, else none). A trust
+// binding (a CA bundle and no certificate) says nothing about what the pod serves.
 func fillSNIs(eps []config.Endpoint, bs []config.Binding, names map[string][]string) {
 	var snis []string
 	for _, b := range bs {
+		if b.File == "" && b.CAFile != "" {
+			continue
+		}
 		for _, n := range names[b.Source] {
 			if len(snis) < maxFallbackSNIs && !contains(snis, n) {
 				snis = append(snis, n)
@@ -371,6 +438,7 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	if c.InventoryOnly {
 		return inventoryOnly(ctx, io, rc, opts, start)
 	}
+	opts.PairingSources = pairingSources(cfg.Pairings)
 	in, err := GatherKube(ctx, rc, policy, opts)
 	if err != nil {
 		return noRun(err)

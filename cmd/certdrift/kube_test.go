@@ -95,6 +95,12 @@ func TestFillSNIs(t *testing.T) {
 			bindings: []config.Binding{{Source: "a/web"}},
 			want:     []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"x.example"}}},
 		},
+		"TrustBindingGivesNoSNI": {
+			reason:   "a source bound only for its CA bundle (a peer's TLS Secret mounted for its ca.crt) says nothing about what the pod serves",
+			eps:      []config.Endpoint{{Address: "10.0.0.1:8443"}},
+			bindings: []config.Binding{{Source: "a/other", CAFile: "/certs/ca.crt"}, {Source: "a/web", File: "/certs/tls.crt", CAFile: "/certs/ca.crt"}},
+			want:     []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"web.example", "alt.example"}}},
+		},
 		"NothingBound": {
 			reason: "no binding: one handshake without SNI",
 			eps:    []config.Endpoint{{Address: "10.0.0.1:8443"}},
@@ -230,5 +236,37 @@ func TestShardSplitsProbes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnwatchedRefs: what pods mount, declare or name over SDS, and what pairings name, is read
+// by name only when the inventory does not hold it, each once.
+func TestUnwatchedRefs(t *testing.T) {
+	inv := kube.Snapshot{
+		Secrets:    []*kube.SecretSummary{{Namespace: "a", Name: "web-tls"}},
+		ConfigMaps: []kube.ConfigMapSummary{{Namespace: "a", Name: "watched-bundle"}},
+	}
+	vol := func(name string, srcs ...kube.VolumeSource) kube.PodVolume {
+		return kube.PodVolume{Name: name, Sources: srcs}
+	}
+	targets := []kube.EnvoyTarget{
+		{Namespace: "a", Pod: "p1", EnvoyContainer: "envoy",
+			Volumes: []kube.PodVolume{vol("tls", kube.VolumeSource{Kind: "Secret", Name: "web-tls"}, kube.VolumeSource{Kind: "Secret", Name: "web-ca"}),
+				vol("b", kube.VolumeSource{Kind: "ConfigMap", Name: "watched-bundle"}, kube.VolumeSource{Kind: "ConfigMap", Name: "bundle"})},
+			Mounts: []kube.VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}, {Container: "envoy", Volume: "b", MountPath: "/b"}}},
+		{Namespace: "a", Pod: "p2", EnvoyContainer: "envoy",
+			Volumes: []kube.PodVolume{vol("tls", kube.VolumeSource{Kind: "Secret", Name: "web-ca"})},
+			Mounts:  []kube.VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}}},
+		{Namespace: "istio-system", Pod: "gw"},
+	}
+	admins := []*envoyadmin.Snapshot{nil, nil, {Secrets: []envoyadmin.Secret{{Name: "kubernetes://gw-cacert", HasValidation: true}}}}
+	got := unwatchedRefs(inv, targets, admins, []string{"a/web-tls", "configmap:b/peer-bundle", "not a source"})
+	want := []kube.SourceRef{
+		{Kind: "Secret", Namespace: "a", Name: "web-ca"}, {Kind: "ConfigMap", Namespace: "a", Name: "bundle"},
+		{Kind: "Secret", Namespace: "istio-system", Name: "gw"}, {Kind: "Secret", Namespace: "istio-system", Name: "gw-cacert"},
+		{Kind: "ConfigMap", Namespace: "b", Name: "peer-bundle"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unwatchedRefs(): -want +got:\n%s", diff)
 	}
 }

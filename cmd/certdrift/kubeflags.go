@@ -30,7 +30,7 @@ type kubeFlags struct {
 	// label selectors), because memory and API-server load are what users hold against peer tools.
 	ExcludeNamespace  []string `name:"exclude-namespace" sep:"," env:"CERTDRIFT_EXCLUDE_NAMESPACE" help:"Kubernetes mode: leave out these namespaces (repeatable or comma-separated; not with --namespace)."`
 	SecretType        []string `name:"secret-type" sep:"," default:"kubernetes.io/tls" env:"CERTDRIFT_SECRET_TYPE" help:"Kubernetes mode: Secret types read with the tls.crt/tls.key/ca.crt layout, one server-side field selector each (repeatable). Opaque Secrets are read through --secret-layout."`
-	SecretLayout      []string `name:"secret-layout" sep:"none" placeholder:"cert=K,key=K,ca=K" env:"CERTDRIFT_SECRET_LAYOUT" help:"Kubernetes mode: also read Opaque Secrets with these keys (repeatable), e.g. cert=cert,key=key,ca=cacert (Istio generic) or cert=*.crt,key=*.key,ca=ca.crt (one item per name)."`
+	SecretLayout      []string `name:"secret-layout" sep:"none" placeholder:"cert=K,key=K,ca=K" env:"CERTDRIFT_SECRET_LAYOUT" help:"Kubernetes mode: also read Opaque Secrets with these keys (repeatable), e.g. cert=cert,key=key,ca=cacert (Istio generic), cert=*.crt,key=*.key,ca=ca.crt (one item per name), or ca=ca.crt alone for trust-bundle Secrets holding no certificate (applied when no cert layout matches). Without it, Opaque Secrets that Envoy pods mount or name are still read, with ca.crt or cacert as a CA-only bundle."`
 	SecretSelector    string   `name:"secret-selector" env:"CERTDRIFT_SECRET_SELECTOR" help:"Kubernetes mode: only Secrets matching this label selector (applied by the API server)."`
 	ConfigMapSelector string   `name:"configmap-selector" env:"CERTDRIFT_CONFIGMAP_SELECTOR" help:"Kubernetes mode: read CA-bundle ConfigMaps matching this label selector (none are read without it or --configmap)."`
 	ConfigMap         []string `name:"configmap" sep:"," env:"CERTDRIFT_CONFIGMAP" help:"Kubernetes mode: CA-bundle ConfigMaps by name, \"name\" in every namespace (e.g. istio-ca-root-cert) or \"namespace/name\" (repeatable)."`
@@ -95,7 +95,8 @@ func (k kubeFlags) validate() error {
 	return errors.Join(errs...)
 }
 
-// parseLayout reads "cert=K,key=K,ca=K" (key and ca optional, in any order) into a kube.Layout.
+// parseLayout reads "cert=K,key=K,ca=K" (key and ca optional, in any order), or "ca=K" alone for a
+// CA-only Secret, into a kube.Layout.
 func parseLayout(s string) (kube.Layout, error) {
 	var l kube.Layout
 	seen := map[string]bool{}
@@ -127,8 +128,11 @@ func parseLayout(s string) (kube.Layout, error) {
 			return kube.Layout{}, fmt.Errorf("%q: want cert, key or ca", name)
 		}
 	}
-	if l.Cert == "" {
-		return kube.Layout{}, errors.New("cert=<key> is required")
+	switch {
+	case l.Cert == "" && l.CA == "":
+		return kube.Layout{}, errors.New("cert=<key> is required, or ca=<key> alone for a CA-only Secret")
+	case l.Cert == "" && l.Key != "":
+		return kube.Layout{}, errors.New("key=<key> needs cert=<key>")
 	}
 	certStars, keyStars := strings.Count(l.Cert, "*"), strings.Count(l.Key, "*")
 	if certStars > 1 || keyStars > 1 || strings.Contains(l.CA, "*") {

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"cmp"
+	"crypto/x509"
 	"net"
 	"path"
 	"slices"
@@ -24,16 +26,78 @@ import (
 // DefaultCertKey is the certificate key of a kubernetes.io/tls Secret.
 const DefaultCertKey = "tls.crt"
 
+// DefaultCAKey is the CA bundle key of a kubernetes.io/tls Secret (cert-manager's ca.crt).
+const DefaultCAKey = "ca.crt"
+
+// ItemKeys are the data keys of one desired item: which file of a mounted Secret or ConfigMap is
+// its certificate, its key and its CA bundle.
+type ItemKeys struct {
+	Item string // the desired item ("" for a kubernetes.io/tls Secret; the key of a ConfigMap bundle)
+	Cert string // "" for a CA-only item
+	Key  string
+	CA   string
+	// Names are the DNS names of the item's leaf, kept only for the items of a merged Secret
+	// (several items): what tells which item an SDS secret watching their shared directory holds.
+	Names []string
+}
+
+// SourceKeys are the item keys of each desired source, by source name ("namespace/name",
+// "configmap:namespace/name"), as the inventory read them. A Secret it does not know is read with
+// the kubernetes.io/tls keys; a ConfigMap it does not know holds no bundle.
+type SourceKeys map[string][]ItemKeys
+
+// tlsKeys are the keys of a kubernetes.io/tls Secret.
+var tlsKeys = []ItemKeys{{Cert: DefaultCertKey, Key: "tls.key", CA: DefaultCAKey}}
+
+func (k SourceKeys) of(kind, source string) []ItemKeys {
+	if its, ok := k[source]; ok {
+		return its
+	}
+	if kind == "Secret" {
+		return tlsKeys
+	}
+	return nil
+}
+
+// KeysOf collects the item keys of the summaries in snaps (the inventory's, and what Fetch read).
+func KeysOf(snaps ...Snapshot) SourceKeys {
+	out := SourceKeys{}
+	for _, s := range snaps {
+		for _, sec := range s.Secrets {
+			its := make([]ItemKeys, 0, len(sec.Items))
+			for _, it := range sec.Items {
+				ik := ItemKeys{Item: it.Name, Cert: it.CertKey, Key: it.KeyKey, CA: it.CAKey}
+				if l := it.Leaf(); l != nil && len(sec.Items) > 1 {
+					if c, err := x509.ParseCertificate(l.DER); err == nil {
+						ik.Names = c.DNSNames
+					}
+				}
+				its = append(its, ik)
+			}
+			out[SecretSourceName(sec.Namespace, sec.Name)] = its
+		}
+		for _, cm := range s.ConfigMaps {
+			its := make([]ItemKeys, 0, len(cm.Bundles))
+			for _, b := range cm.Bundles {
+				its = append(its, ItemKeys{Item: b.Key, CA: b.Key})
+			}
+			out[ConfigMapSourceName(cm.Namespace, cm.Name)] = its
+		}
+	}
+	return out
+}
+
 // PodBindings is what one Envoy pod must load and serve, from its spec alone.
 type PodBindings struct {
 	// Envoy has Name "namespace/pod", Endpoints (pod IP and each probe port with its SNIs) and
 	// Bindings; Admin is left for the caller, who knows how the admin is reached.
 	Envoy config.Envoy
-	// Risks are mounts that will never see a rotation (subPath) or cannot be resolved.
+	// Risks are mounts that will never see a rotation (subPath) or cannot be resolved: one per
+	// mount, so two subPath mounts of one Secret (its certificate and its CA, say) are two risks.
 	Risks []MountRisk
 }
 
-// MountRisk is a Secret mount that does not follow Secret updates.
+// MountRisk is a Secret (or CA-bundle ConfigMap) mount that does not follow updates.
 type MountRisk struct {
 	Container string
 	Volume    string
@@ -45,40 +109,49 @@ type MountRisk struct {
 	Reason string
 }
 
-// mountedCert is the certificate file of one Secret source as one container sees it.
-type mountedCert struct {
-	source string // "namespace/name"
-	dir    string // directory holding the file, as a container path
-	file   string // container path of the certificate
+// mountedSource is one item of one Secret or ConfigMap source as one container sees it.
+type mountedSource struct {
+	source, item string
+	names        []string // ItemKeys.Names
+	// file and caFile are the container paths of the certificate and of the CA bundle, "" when
+	// the mount does not show them.
+	file, caFile string
+	dir          string // directory holding them, as a container path
 	// subPath: a copy made at container start.
 	subPath bool
-	// volume and rel locate the file in the volume, for paths the node reports.
-	volume, rel string
+	// token: from a volume that projects a service account token (PodVolume.Token).
+	token bool
+	// volume, rel and caRel locate the files in the volume, for paths the node reports.
+	volume, rel, caRel string
 }
 
-// Bind derives a pod's desired bindings from its spec: each Secret volume and projected Secret
-// source mounted into the Envoy container binds "namespace/secret" to <mountPath>/<file of
-// certKey> (tls.crt unless items map it elsewhere), and each certdrift.dev/secrets reference
-// binds that Secret with no location (the audit locates it by SDS name or inference). subPath
-// mounts are bound too (Envoy may read them) but also returned as risks: they never update.
-func Bind(t EnvoyTarget, certKey string) PodBindings {
-	if certKey == "" {
-		certKey = DefaultCertKey
-	}
+// Bind derives a pod's desired bindings from its spec: each item of each Secret or CA-bundle
+// ConfigMap source mounted into the Envoy container (a secret or configMap volume, or a source
+// of a projected volume) binds its source to the container paths of its certificate (File) and
+// CA bundle (CAFile), with Dir the directory they appear in; a CA-only source (a trust bundle
+// Secret, a ConfigMap) binds with a CAFile and no File. keys says which keys each source's items
+// use (tls.crt and ca.crt for a Secret it does not know); items mappings are honoured. Each
+// certdrift.dev/secrets reference binds that Secret with no location (the audit locates it by SDS
+// name or inference). subPath mounts are bound too (Envoy may read them) and also returned as
+// risks: they never update.
+func Bind(t EnvoyTarget, keys SourceKeys) PodBindings {
 	pb := PodBindings{Envoy: config.Envoy{Name: t.Key(), Endpoints: probeEndpoints(t)}}
-	seen := map[[2]string]bool{}
+	seen := map[config.Binding]bool{}
 	addBinding := func(b config.Binding) {
-		k := [2]string{b.Source, b.File}
-		if seen[k] {
+		if seen[b] {
 			return
 		}
-		seen[k] = true
+		seen[b] = true
 		pb.Envoy.Bindings = append(pb.Envoy.Bindings, b)
 	}
-	mcs, risks := mountedCerts(t, certKey)
+	mss, risks := mountedSources(t, keys)
 	pb.Risks = risks
-	for _, mc := range mcs {
-		addBinding(config.Binding{Source: mc.source, File: mc.file, Origin: originFor(t, mc.source, OriginPath)})
+	for _, ms := range mss {
+		if ms.token {
+			continue
+		}
+		addBinding(config.Binding{Source: ms.source, Item: ms.item, File: ms.file, CAFile: ms.caFile, Dir: ms.dir,
+			Origin: originFor(t, ms.source, OriginPath)})
 	}
 	for _, ref := range t.DeclaredSecrets {
 		if slices.ContainsFunc(pb.Envoy.Bindings, func(b config.Binding) bool { return b.Source == ref }) {
@@ -87,6 +160,50 @@ func Bind(t EnvoyTarget, certKey string) PodBindings {
 		addBinding(config.Binding{Source: ref, Origin: OriginConfig})
 	}
 	return pb
+}
+
+// SourceRef names a Secret or ConfigMap that an Envoy pod mounts or names.
+type SourceRef struct {
+	Kind            string // "Secret" or "ConfigMap"
+	Namespace, Name string
+}
+
+// Source is the desired source name of the reference.
+func (r SourceRef) Source() string {
+	if r.Kind == "ConfigMap" {
+		return ConfigMapSourceName(r.Namespace, r.Name)
+	}
+	return SecretSourceName(r.Namespace, r.Name)
+}
+
+// MountedRefs lists the Secrets and ConfigMaps mounted into the Envoy container (every container
+// when it is unknown; never the service account token volume's kube-root-ca.crt) and the Secrets
+// certdrift.dev/secrets declares, each once.
+func MountedRefs(t EnvoyTarget) []SourceRef {
+	var out []SourceRef
+	add := func(r SourceRef) {
+		if r.Name != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	vols := map[string]PodVolume{}
+	for _, v := range t.Volumes {
+		vols[v.Name] = v
+	}
+	for _, m := range t.Mounts {
+		if (t.EnvoyContainer != "" && m.Container != t.EnvoyContainer) || vols[m.Volume].Token {
+			continue
+		}
+		for _, src := range vols[m.Volume].Sources {
+			add(SourceRef{Kind: src.Kind, Namespace: t.Namespace, Name: src.Name})
+		}
+	}
+	for _, d := range t.DeclaredSecrets {
+		if ns, name, ok := splitRef(d); ok {
+			add(SourceRef{Kind: "Secret", Namespace: ns, Name: name})
+		}
+	}
+	return out
 }
 
 // originFor is OriginConfig for a Secret the pod declares in certdrift.dev/secrets (the explicit
@@ -103,38 +220,78 @@ func originFor(t EnvoyTarget, source, dflt string) string {
 // that a listener's file-based sds_config watches (or reads its resource from) there, binds
 // that Secret under the SDS name (Envoy 1.36–1.40 inline what file-based SDS read and keep only
 // the watched directory, so this is the only way back from such a secret to its Secret); a
-// certificate file in /certs or a listener binds it under that path. The bindings come first in
-// what the caller passes to the audit, so the path Envoy reports wins over the spec's.
+// certificate file in /certs or a listener binds it under that path. Trust is bound the same
+// way: a validation secret watching (or reading from) the directory of a mounted CA bundle, and
+// a CA file in /certs (ca_cert), a secret or a listener that is a mounted CA bundle, bind the
+// source holding that bundle with CAFile as Envoy reports it. The bindings come first in what the
+// caller passes to the audit, so the path Envoy reports wins over the spec's.
 //
 // A reported path names a mount either as the container sees it (mountPath/…) or as the node
 // does: a path holding the pod's UID and ending in <volume>/<file> is that volume on the node
 // (the kubelet's /var/lib/kubelet/pods/<uid>/volumes/…/<volume>/, or the testbed's rewrite).
-func LoadedBindings(t EnvoyTarget, certKey string, snap *envoyadmin.Snapshot) []config.Binding {
+func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoyadmin.Snapshot) []config.Binding {
 	if snap == nil {
 		return nil
 	}
-	if certKey == "" {
-		certKey = DefaultCertKey
-	}
-	mcs, _ := mountedCerts(t, certKey)
+	mss, _ := mountedSources(t, keys)
 	var out []config.Binding
 	seen := map[config.Binding]bool{}
-	add := func(b config.Binding) {
+	add := func(ms mountedSource, b config.Binding) {
+		b.Source, b.Item, b.Origin = ms.source, ms.item, originFor(t, ms.source, OriginPath)
+		if b.Dir == "" {
+			b.Dir = ms.dir
+		}
 		if !seen[b] {
 			seen[b] = true
 			out = append(out, b)
 		}
 	}
+	// A directory holds every item of a merged Secret (a.crt, b.crt, one ca.crt): an SDS secret
+	// watching it may be any of them, so when several items match it binds the source with no
+	// item and leaves the item to the audit, which compares certificates.
+	type dirKey struct {
+		source, secret string
+		trust          bool
+	}
+	type dirMatch struct {
+		ms mountedSource
+		b  config.Binding
+	}
+	var dirOrder []dirKey
+	dirMatches := map[dirKey][]dirMatch{}
+	loadedLeaf := map[string]*x509.Certificate{}
 	for _, s := range snap.Secrets {
-		if !s.HasCertificate || s.Name == "" {
+		if s.HasCertificate && len(s.Chain) > 0 && loadedLeaf[s.Name] == nil {
+			loadedLeaf[s.Name] = s.Chain[0]
+		}
+	}
+	addDir := func(ms mountedSource, b config.Binding, trust bool) {
+		k := dirKey{ms.source, b.Secret, trust}
+		if _, ok := dirMatches[k]; !ok {
+			dirOrder = append(dirOrder, k)
+		}
+		dirMatches[k] = append(dirMatches[k], dirMatch{ms, b})
+	}
+	for _, s := range snap.Secrets {
+		if s.Name == "" {
 			continue
 		}
-		for _, mc := range mcs {
-			switch {
-			case s.CertFile != "" && mc.isFile(t.UID, s.CertFile):
-				add(config.Binding{Source: mc.source, Secret: s.Name, File: s.CertFile, Origin: originFor(t, mc.source, OriginPath)})
-			case s.WatchedDir != "" && mc.isDir(t.UID, s.WatchedDir):
-				add(config.Binding{Source: mc.source, Secret: s.Name, Origin: originFor(t, mc.source, OriginPath)})
+		for _, ms := range mss {
+			if s.HasCertificate && ms.file != "" {
+				switch {
+				case s.CertFile != "" && ms.isFile(t.UID, s.CertFile):
+					add(ms, config.Binding{Secret: s.Name, File: s.CertFile, CAFile: ms.fromFile(s.CertFile, ms.rel), Dir: path.Dir(path.Clean(s.CertFile))})
+				case s.WatchedDir != "" && ms.isDir(t.UID, s.WatchedDir):
+					addDir(ms, config.Binding{Secret: s.Name, CAFile: ms.fromDir(s.WatchedDir), Dir: path.Clean(s.WatchedDir)}, false)
+				}
+			}
+			if s.HasValidation && ms.caFile != "" {
+				switch {
+				case s.CAFile != "" && ms.isCAFile(t.UID, s.CAFile):
+					add(ms, config.Binding{Secret: s.Name, CAFile: s.CAFile, Dir: path.Dir(path.Clean(s.CAFile))})
+				case s.WatchedDir != "" && ms.isDir(t.UID, s.WatchedDir):
+					addDir(ms, config.Binding{Secret: s.Name, CAFile: ms.fromDir(s.WatchedDir), Dir: path.Clean(s.WatchedDir)}, true)
+				}
 			}
 		}
 	}
@@ -142,18 +299,68 @@ func LoadedBindings(t EnvoyTarget, certKey string, snap *envoyadmin.Snapshot) []
 	// secret keeps no file name nor directory, but the listener's sds_config still says which
 	// directory it watches (or where its resource file lives). A Secret mounted there is what the
 	// SDS secret holds, whether or not Envoy managed to load it.
+	inDir := func(ms mountedSource, src envoyadmin.SDSSource) (string, bool) {
+		if src.WatchedDir != "" && ms.isDir(t.UID, src.WatchedDir) {
+			return path.Clean(src.WatchedDir), true
+		}
+		if src.Path != "" && ms.isDir(t.UID, path.Dir(path.Clean(src.Path))) {
+			return path.Dir(path.Clean(src.Path)), true
+		}
+		return "", false
+	}
 	for _, fc := range snap.Listeners {
 		for _, src := range fc.SDSCertSources {
 			if src.Name == "" {
 				continue
 			}
-			for _, mc := range mcs {
-				if (src.WatchedDir != "" && mc.isDir(t.UID, src.WatchedDir)) ||
-					(src.Path != "" && mc.isDir(t.UID, path.Dir(path.Clean(src.Path)))) {
-					add(config.Binding{Source: mc.source, Secret: src.Name, Origin: originFor(t, mc.source, OriginPath)})
+			for _, ms := range mss {
+				if dir, ok := inDir(ms, src); ok && ms.file != "" {
+					addDir(ms, config.Binding{Secret: src.Name, CAFile: ms.fromDir(dir), Dir: dir}, false)
 				}
 			}
 		}
+		if src := fc.SDSValidationSource; src != nil && src.Name != "" {
+			for _, ms := range mss {
+				if dir, ok := inDir(ms, *src); ok && ms.caFile != "" {
+					addDir(ms, config.Binding{Secret: src.Name, CAFile: ms.fromDir(dir), Dir: dir}, true)
+				}
+			}
+		}
+	}
+	for _, k := range dirOrder {
+		ms := dirMatches[k]
+		items := map[string]bool{}
+		for _, m := range ms {
+			items[m.ms.item] = true
+		}
+		if len(items) > 1 && !k.trust {
+			// The certificate Envoy inlined says which item: the one whose leaf has its names
+			// (names survive a rotation, serials do not).
+			var named []dirMatch
+			for _, m := range ms {
+				if c := loadedLeaf[k.secret]; c != nil && len(m.ms.names) > 0 && sameNames(m.ms.names, c.DNSNames) {
+					named = append(named, m)
+				}
+			}
+			if len(named) == 1 {
+				ms = named
+				items = map[string]bool{named[0].ms.item: true}
+			}
+		}
+		if len(items) == 1 {
+			for _, m := range ms {
+				add(m.ms, m.b)
+			}
+			continue
+		}
+		first, b := ms[0].ms, ms[0].b
+		for _, m := range ms[1:] {
+			if m.b.CAFile != b.CAFile {
+				b.CAFile = ""
+			}
+		}
+		first.item = ""
+		add(first, b)
 	}
 	var files []string
 	for _, c := range snap.Contexts {
@@ -165,29 +372,77 @@ func LoadedBindings(t EnvoyTarget, certKey string, snap *envoyadmin.Snapshot) []
 		files = append(files, fc.CertFiles...)
 	}
 	for _, f := range files {
-		for _, mc := range mcs {
-			if f != "" && mc.isFile(t.UID, f) {
-				add(config.Binding{Source: mc.source, File: f, Origin: originFor(t, mc.source, OriginPath)})
+		for _, ms := range mss {
+			if f != "" && ms.file != "" && ms.isFile(t.UID, f) {
+				add(ms, config.Binding{File: f, CAFile: ms.fromFile(f, ms.rel), Dir: path.Dir(path.Clean(f))})
+			}
+		}
+	}
+	var caFiles []string
+	for _, c := range snap.Contexts {
+		for _, cd := range c.CA {
+			caFiles = append(caFiles, cd.Path)
+		}
+	}
+	for _, fc := range snap.Listeners {
+		caFiles = append(caFiles, fc.CAFile)
+	}
+	for _, f := range caFiles {
+		for _, ms := range mss {
+			if f != "" && ms.caFile != "" && ms.isCAFile(t.UID, f) {
+				add(ms, config.Binding{CAFile: f, Dir: path.Dir(path.Clean(f))})
 			}
 		}
 	}
 	return out
 }
 
-func (mc mountedCert) isFile(uid, p string) bool {
-	p = path.Clean(p)
-	if p == mc.file {
-		return true
-	}
-	return !mc.subPath && uid != "" && strings.Contains(p, uid) && strings.HasSuffix(p, "/"+path.Join(mc.volume, mc.rel))
+// fromFile is where the source's CA bundle is, written as reported (a path Envoy reported for the
+// volume file rel) is written: the container path, or the same node directory.
+func (ms mountedSource) fromFile(reported, rel string) string {
+	return ms.sibling(reported, path.Join(ms.volume, rel))
 }
 
-func (mc mountedCert) isDir(uid, p string) bool {
+// fromDir is fromFile for a reported directory of the source's files.
+func (ms mountedSource) fromDir(reported string) string {
+	return ms.sibling(reported, path.Dir(path.Join(ms.volume, cmp.Or(ms.rel, ms.caRel))))
+}
+
+// sibling maps the CA file into the form of reported, which names volume path suffix.
+func (ms mountedSource) sibling(reported, suffix string) string {
+	if ms.caFile == "" || ms.subPath || ms.caRel == "" {
+		return ms.caFile
+	}
+	reported = path.Clean(reported)
+	if reported == ms.file || reported == ms.dir || !strings.HasSuffix(reported, "/"+suffix) {
+		return ms.caFile
+	}
+	return path.Join(strings.TrimSuffix(reported, "/"+suffix), ms.volume, ms.caRel)
+}
+
+func (ms mountedSource) isFile(uid, p string) bool { return ms.matches(uid, p, ms.file, ms.rel) }
+
+func (ms mountedSource) isCAFile(uid, p string) bool { return ms.matches(uid, p, ms.caFile, ms.caRel) }
+
+// matches says whether reported path p is the file at container path file (volume path rel).
+func (ms mountedSource) matches(uid, p, file, rel string) bool {
+	if file == "" {
+		return false
+	}
 	p = path.Clean(p)
-	if p == mc.dir {
+	if p == file {
 		return true
 	}
-	return !mc.subPath && uid != "" && strings.Contains(p, uid) && strings.HasSuffix(p, "/"+path.Dir(path.Join(mc.volume, mc.rel)))
+	return !ms.subPath && uid != "" && rel != "" && strings.Contains(p, uid) && strings.HasSuffix(p, "/"+path.Join(ms.volume, rel))
+}
+
+func (ms mountedSource) isDir(uid, p string) bool {
+	p = path.Clean(p)
+	if p == ms.dir {
+		return true
+	}
+	rel := cmp.Or(ms.rel, ms.caRel)
+	return !ms.subPath && uid != "" && rel != "" && strings.Contains(p, uid) && strings.HasSuffix(p, "/"+path.Dir(path.Join(ms.volume, rel)))
 }
 
 // ListenerEndpoints are the TLS endpoints of a pod read from its Envoy's listeners, for pods
@@ -228,6 +483,57 @@ func ListenerEndpoints(podIP string, ls []envoyadmin.FilterChainTLS) []config.En
 	return out
 }
 
+// ProbeEndpoints are the TLS endpoints to handshake with on a pod, whether or not its admin
+// could be read: the certdrift.dev/probe-ports annotation when present; else the TLS listeners
+// the admin's config_dump shows, when it was read; else the pod spec (SpecEndpoints). SNIs come
+// from the annotation or the listeners' server names; the caller fills in the rest (the bound
+// certificates' DNS names, else none).
+func ProbeEndpoints(t EnvoyTarget, snap *envoyadmin.Snapshot) []config.Endpoint {
+	if len(t.ProbePorts) > 0 {
+		return probeEndpoints(t)
+	}
+	if snap != nil && snap.ConfigErr == nil {
+		return ListenerEndpoints(t.PodIP, snap.Listeners)
+	}
+	return SpecEndpoints(t)
+}
+
+// SpecEndpoints are the Envoy container's declared ports that look like TLS — named https, tls,
+// ssl, grpcs or wss, or numbered …443 — other than its admin and stats ports, on the pod IP. A
+// port with another name is left out: without the admin nothing says it speaks TLS, and a
+// handshake with a plaintext listener would only report a failure.
+func SpecEndpoints(t EnvoyTarget) []config.Endpoint {
+	if t.PodIP == "" {
+		return nil
+	}
+	var ports []int
+	for _, cp := range t.ContainerPorts {
+		if cp.Port == t.AdminPort || cp.Port == t.StatsPort || slices.Contains(ports, cp.Port) || !tlsPort(cp) {
+			continue
+		}
+		ports = append(ports, cp.Port)
+	}
+	slices.Sort(ports)
+	var out []config.Endpoint
+	for _, p := range ports {
+		out = append(out, config.Endpoint{Address: net.JoinHostPort(t.PodIP, strconv.Itoa(p))})
+	}
+	return out
+}
+
+func tlsPort(cp ContainerPort) bool {
+	if cp.Port%1000 == 443 {
+		return true
+	}
+	n := strings.ToLower(cp.Name)
+	for _, w := range []string{"https", "tls", "ssl", "grpcs", "wss"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
 func probeEndpoints(t EnvoyTarget) []config.Endpoint {
 	if t.PodIP == "" {
 		return nil
@@ -242,14 +548,15 @@ func probeEndpoints(t EnvoyTarget) []config.Endpoint {
 	return out
 }
 
-// mountedCerts resolves where each Secret source's certificate appears in the Envoy container
-// (every container when the Envoy container is unknown).
-func mountedCerts(t EnvoyTarget, certKey string) ([]mountedCert, []MountRisk) {
+// mountedSources resolves where each item of each Secret or ConfigMap source shows its
+// certificate and CA bundle in the Envoy container (every container when the Envoy container is
+// unknown), and which mounts are copies that never update.
+func mountedSources(t EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRisk) {
 	vols := map[string]PodVolume{}
 	for _, v := range t.Volumes {
 		vols[v.Name] = v
 	}
-	var out []mountedCert
+	var out []mountedSource
 	var risks []MountRisk
 	for _, m := range t.Mounts {
 		if t.EnvoyContainer != "" && m.Container != t.EnvoyContainer {
@@ -260,52 +567,119 @@ func mountedCerts(t EnvoyTarget, certKey string) ([]mountedCert, []MountRisk) {
 			continue
 		}
 		mountPath := path.Clean(m.MountPath)
+		// The files known sources project into this volume: a source the desired view does not
+		// hold (missing, unreadable, filtered out) is guessed to have the kubernetes.io/tls keys,
+		// and the guess must not claim a file that another source of a projected volume writes.
+		claimed := map[string]bool{}
 		for _, src := range v.Sources {
-			if src.Kind != "Secret" || src.Name == "" {
-				continue
-			}
-			source := SecretSourceName(t.Namespace, src.Name)
-			rel, ok := certFileIn(src, certKey)
-			if !ok {
-				continue
-			}
-			if m.SubPathExpr != "" {
-				// The expansion depends on the container's environment, unknown here.
-				risks = append(risks, MountRisk{Container: m.Container, Volume: m.Volume, MountPath: m.MountPath,
-					SubPath: m.SubPathExpr, Source: source, Reason: "subPathExpr mount: a copy made at container start that never updates"})
-				continue
-			}
-			if m.SubPath != "" {
-				sub := path.Clean(m.SubPath)
-				var file string
-				switch {
-				case rel == sub:
-					file = mountPath
-				case strings.HasPrefix(rel, sub+"/"):
-					file = path.Join(mountPath, strings.TrimPrefix(rel, sub+"/"))
-				default:
-					continue // this source's certificate is not under the mounted subPath
+			for _, ik := range keys[sourceName(t.Namespace, src)] {
+				for _, k := range []string{ik.Cert, ik.Key, ik.CA} {
+					if rel, ok := fileIn(src, k); ok {
+						claimed[rel] = true
+					}
 				}
-				risks = append(risks, MountRisk{Container: m.Container, Volume: m.Volume, MountPath: m.MountPath,
-					SubPath: m.SubPath, Source: source, File: file, Reason: "subPath mount: a copy made at container start that never updates"})
-				out = append(out, mountedCert{source: source, dir: path.Dir(file), file: file, subPath: true, volume: m.Volume, rel: rel})
+			}
+		}
+		for _, src := range v.Sources {
+			if src.Name == "" || (src.Kind != "Secret" && src.Kind != "ConfigMap") {
 				continue
 			}
-			file := path.Join(mountPath, rel)
-			out = append(out, mountedCert{source: source, dir: path.Dir(file), file: file, volume: m.Volume, rel: rel})
+			source := sourceName(t.Namespace, src)
+			_, known := keys[source]
+			risk := MountRisk{Container: m.Container, Volume: m.Volume, MountPath: m.MountPath, Source: source}
+			// A mount is a risk once, however many items of the source it shows.
+			risky := false
+			for _, ik := range keys.of(src.Kind, source) {
+				rel, hasCert := fileIn(src, ik.Cert)
+				caRel, hasCA := fileIn(src, ik.CA)
+				keyRel, hasKey := fileIn(src, ik.Key)
+				if !known {
+					hasCert, hasCA, hasKey = hasCert && !claimed[rel], hasCA && !claimed[caRel], hasKey && !claimed[keyRel]
+				}
+				if !hasCert && !hasCA {
+					continue
+				}
+				if m.SubPathExpr != "" {
+					// The expansion depends on the container's environment, unknown here.
+					risky = true
+					risk.SubPath, risk.Reason = m.SubPathExpr, "subPathExpr mount: a copy made at container start that never updates"
+					continue
+				}
+				ms := mountedSource{source: source, item: ik.Item, names: ik.Names, volume: m.Volume, token: v.Token}
+				if m.SubPath != "" {
+					sub := path.Clean(m.SubPath)
+					if hasCert {
+						ms.file, hasCert = underSubPath(mountPath, sub, rel)
+					}
+					if hasCA {
+						ms.caFile, hasCA = underSubPath(mountPath, sub, caRel)
+					}
+					_, keyShown := underSubPath(mountPath, sub, keyRel)
+					if !hasCert && !hasCA && !(hasKey && keyShown) {
+						continue // none of this item's files is under the mounted subPath
+					}
+					risky = true
+					risk.SubPath, risk.Reason = m.SubPath, "subPath mount: a copy made at container start that never updates"
+					risk.File = cmp.Or(risk.File, ms.file)
+					if !hasCert && !hasCA {
+						continue // only the private key: nothing to bind
+					}
+					ms.subPath = true
+					ms.dir = path.Dir(cmp.Or(ms.file, ms.caFile))
+				} else {
+					if hasCert {
+						ms.file, ms.rel = path.Join(mountPath, rel), rel
+					}
+					if hasCA {
+						ms.caFile, ms.caRel = path.Join(mountPath, caRel), caRel
+					}
+					ms.dir = path.Dir(cmp.Or(ms.file, ms.caFile))
+				}
+				if ms.subPath {
+					ms.rel, ms.caRel = rel, caRel
+				}
+				out = append(out, ms)
+			}
+			if risky {
+				risks = append(risks, risk)
+			}
 		}
 	}
 	return out, risks
 }
 
-// certFileIn is the path of the certificate key inside the volume: the key itself, or its
-// items mapping; false when items are listed and leave the key out.
-func certFileIn(src VolumeSource, certKey string) (string, bool) {
+// sourceName is the desired source name of a volume source of a pod in namespace ns.
+func sourceName(ns string, src VolumeSource) string {
+	if src.Kind == "ConfigMap" {
+		return ConfigMapSourceName(ns, src.Name)
+	}
+	return SecretSourceName(ns, src.Name)
+}
+
+// underSubPath is where volume path rel appears when the volume's sub is mounted at mountPath.
+func underSubPath(mountPath, sub, rel string) (string, bool) {
+	switch {
+	case rel == "":
+		return "", false
+	case rel == sub:
+		return mountPath, true
+	case strings.HasPrefix(rel, sub+"/"):
+		return path.Join(mountPath, strings.TrimPrefix(rel, sub+"/")), true
+	}
+	return "", false
+}
+
+// fileIn is the path of key inside the volume: the key itself, or its items mapping; false when
+// key is "" or items are listed and leave the key out.
+func fileIn(src VolumeSource, key string) (string, bool) {
+	if key == "" {
+		return "", false
+	}
 	if len(src.Items) == 0 {
-		return certKey, true
+		return key, true
 	}
 	for _, it := range src.Items {
-		if it.Key == certKey && it.Path != "" {
+		if it.Key == key && it.Path != "" {
 			p := path.Clean(it.Path)
 			// The API server rejects absolute and ".." item paths; be as strict here.
 			if path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
@@ -315,4 +689,15 @@ func certFileIn(src VolumeSource, certKey string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// sameNames reports whether a and b hold the same names, in any order.
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }

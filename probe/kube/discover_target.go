@@ -88,6 +88,10 @@ type EnvoyTarget struct {
 	// when none.
 	StatsPort  int
 	ProbePorts []ProbePort
+	// ContainerPorts are the TCP ports the Envoy container declares (every container's when the
+	// Envoy container is unknown): where TLS handshakes go when neither the annotation nor the
+	// admin's listeners say (SpecEndpoints).
+	ContainerPorts []ContainerPort `json:",omitempty"`
 	// NoHotReload: annotation certdrift.dev/hot-reload is "false".
 	NoHotReload bool
 	// DeclaredSecrets are "namespace/name" references from certdrift.dev/secrets.
@@ -128,10 +132,21 @@ type ProbePort struct {
 	SNIs []string `json:",omitempty"`
 }
 
+// ContainerPort is one declared TCP container port.
+type ContainerPort struct {
+	Name string `json:",omitempty"`
+	Port int
+}
+
 // PodVolume is a volume whose files come from Secrets or ConfigMaps.
 type PodVolume struct {
 	Name    string
 	Sources []VolumeSource
+	// Token: the volume also projects a service account token — the kube-api-access-* volume
+	// that admission adds to every container. Its ca.crt (the kube-root-ca.crt ConfigMap) is
+	// the API server's CA, for clients of the API server: it binds only when Envoy reports
+	// reading it, never from the spec alone.
+	Token bool `json:",omitempty"`
 }
 
 // VolumeSource is a secret or configMap volume, or one source of a projected volume.
@@ -224,7 +239,28 @@ func targetFor(p *corev1.Pod, enabled map[Preset]bool) *EnvoyTarget {
 		t.AnnotationErrors = append(t.AnnotationErrors, fmt.Sprintf("%s: missing; preset %s has no default admin port", AnnotationAdminPort, preset))
 	}
 	t.Volumes, t.Mounts = secretVolumes(p)
+	t.ContainerPorts = containerPorts(p, container)
 	return t
+}
+
+// containerPorts are the TCP ports of the named container, of every container when name is "".
+func containerPorts(p *corev1.Pod, name string) []ContainerPort {
+	var out []ContainerPort
+	for _, c := range allContainers(p) {
+		if name != "" && c.Name != name {
+			continue
+		}
+		for _, cp := range c.Ports {
+			if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
+				continue
+			}
+			if cp.ContainerPort < 1 || cp.ContainerPort > 65535 || len(out) == maxProbePorts {
+				continue
+			}
+			out = append(out, ContainerPort{Name: cp.Name, Port: int(cp.ContainerPort)})
+		}
+	}
+	return out
 }
 
 // matchPreset decides whether a pod is an Envoy and which container runs it.
@@ -373,6 +409,7 @@ func secretVolumes(p *corev1.Pod) ([]PodVolume, []VolumeMount) {
 	keep := map[string]bool{}
 	for _, v := range p.Spec.Volumes {
 		var srcs []VolumeSource
+		token := false
 		switch {
 		case v.Secret != nil:
 			srcs = append(srcs, VolumeSource{Kind: "Secret", Name: v.Secret.SecretName, Items: keyPaths(v.Secret.Items), Optional: isTrue(v.Secret.Optional)})
@@ -381,6 +418,8 @@ func secretVolumes(p *corev1.Pod) ([]PodVolume, []VolumeMount) {
 		case v.Projected != nil:
 			for _, s := range v.Projected.Sources {
 				switch {
+				case s.ServiceAccountToken != nil:
+					token = true
 				case s.Secret != nil:
 					srcs = append(srcs, VolumeSource{Kind: "Secret", Name: s.Secret.Name, Items: keyPaths(s.Secret.Items), Optional: isTrue(s.Secret.Optional)})
 				case s.ConfigMap != nil:
@@ -389,7 +428,7 @@ func secretVolumes(p *corev1.Pod) ([]PodVolume, []VolumeMount) {
 			}
 		}
 		if len(srcs) > 0 {
-			vols = append(vols, PodVolume{Name: v.Name, Sources: srcs})
+			vols = append(vols, PodVolume{Name: v.Name, Sources: srcs, Token: token})
 			keep[v.Name] = true
 		}
 	}

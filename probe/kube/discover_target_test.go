@@ -267,7 +267,7 @@ func TestNoReloadTarget(t *testing.T) {
 	if !tg.StartTime.Equal(started.Time) {
 		t.Errorf("start time %v, want %v", tg.StartTime, started.Time)
 	}
-	pb := Bind(*tg, "")
+	pb := Bind(*tg, nil)
 	want := []string{"envoy-gateway-system/envoy"}
 	var got []string
 	for _, b := range pb.Envoy.Bindings {

@@ -32,6 +32,10 @@ type Inventory struct {
 	client  *kubeapi.Client
 	parser  *parser
 	changes *changeTracker
+	// fetched tracks the changes of what Fetch reads, apart from the informers': one Secret may
+	// be summarized both ways (an Opaque Secret the layouts miss but Fetch reads as CA-only), and
+	// sharing one tracker would make each see the other's digest as a change.
+	fetched *changeTracker
 	strings *interner // namespaces, types, field managers: see interner
 	log     *slog.Logger
 	sources []*source
@@ -90,6 +94,7 @@ func New(cfg *rest.Config, opts Options) (*Inventory, error) {
 		client:  client,
 		parser:  &parser{limits: opts.Limits, maxItems: opts.MaxItemsPerSecret, bundles: newBundleCache(4096)},
 		changes: newChangeTracker(shared),
+		fetched: newChangeTracker(shared),
 		strings: shared,
 		log:     opts.Logger,
 	}

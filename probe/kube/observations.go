@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"path"
+	"strings"
 
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/files"
@@ -16,6 +17,20 @@ func SecretSourceName(namespace, name string) string { return namespace + "/" + 
 // ConfigMapSourceName is the files.Source name of a ConfigMap's observation.
 func ConfigMapSourceName(namespace, name string) string {
 	return "configmap:" + namespace + "/" + name
+}
+
+// ParseSourceName reads a desired source name of the Kubernetes mode ("namespace/name" for a
+// Secret, "configmap:namespace/name") back into a reference; false for anything else.
+func ParseSourceName(s string) (SourceRef, bool) {
+	kind := "Secret"
+	if rest, ok := strings.CutPrefix(s, "configmap:"); ok {
+		kind, s = "ConfigMap", rest
+	}
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || !validSecretRef(ns, name) {
+		return SourceRef{}, false
+	}
+	return SourceRef{Kind: kind, Namespace: ns, Name: name}, true
 }
 
 // Observations converts the inventory's current summaries into the desired view the audit judges.
@@ -48,6 +63,7 @@ func (s *Snapshot) Observations() []files.Observation {
 		o := files.Observation{
 			Source:    files.Source{Name: ConfigMapSourceName(cm.Namespace, cm.Name)},
 			ChangedAt: cm.ChangedAt,
+			Err:       cm.Err,
 		}
 		for _, kb := range cm.Bundles {
 			it := files.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}

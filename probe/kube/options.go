@@ -69,6 +69,9 @@ type Options struct {
 // Layout names the keys of a certificate, its private key and its CA bundle in a Secret. Cert
 // and Key may hold one "*", which stands for an item name: {"*.crt", "*.key", "ca.crt"} reads
 // a.crt with a.key and b.crt with b.key as items "a" and "b", both with ca.crt as their bundle.
+// A layout with only CA describes a trust-bundle Secret (an Opaque Secret holding only ca.crt):
+// it is applied to a Secret in which no certificate layout found an item, and gives one item with
+// a CA bundle and no certificate.
 type Layout struct {
 	Cert string
 	Key  string
@@ -78,9 +81,20 @@ type Layout struct {
 // TLSLayout is the layout of a kubernetes.io/tls Secret.
 var TLSLayout = Layout{Cert: corev1.TLSCertKey, Key: corev1.TLSPrivateKeyKey, CA: "ca.crt"}
 
+// CAOnlyLayouts are the CA-only layouts applied to the Secrets that Envoy pods mount or name but
+// the inventory does not watch (Inventory.Fetch): "ca.crt" (cert-manager, most charts), then
+// "cacert" (Istio's generic Secrets and their -cacert companions).
+var CAOnlyLayouts = []Layout{{CA: "ca.crt"}, {CA: "cacert"}}
+
 func (l Layout) validate() error {
 	if l.Cert == "" {
-		return errors.New("layout needs a certificate key")
+		if l.CA == "" || l.Key != "" {
+			return fmt.Errorf("layout %+v: needs a certificate key, or a CA key alone (a CA-only Secret)", l)
+		}
+		if strings.Contains(l.CA, "*") {
+			return fmt.Errorf("layout %+v: no * in ca", l)
+		}
+		return nil
 	}
 	certStars, keyStars := strings.Count(l.Cert, "*"), strings.Count(l.Key, "*")
 	if certStars > 1 || keyStars > 1 || strings.Contains(l.CA, "*") {

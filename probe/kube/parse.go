@@ -30,7 +30,9 @@ type secretData struct {
 }
 
 // items parses every item that layouts find in d. fixed says that a missing certificate key is an
-// error (a kubernetes.io/tls Secret without tls.crt), not merely "no item here".
+// error (a kubernetes.io/tls Secret without tls.crt), not merely "no item here". CA-only layouts
+// (no Cert) are tried only when no certificate layout found an item: a Secret holding a leaf is
+// that leaf's source, its ca.crt already read beside it.
 func (p *parser) items(d secretData, layouts []Layout, fixed bool, now time.Time) ([]ItemSummary, error) {
 	keys := make([]string, 0, len(d.data))
 	for k := range d.data {
@@ -39,7 +41,12 @@ func (p *parser) items(d secretData, layouts []Layout, fixed bool, now time.Time
 	sort.Strings(keys)
 	var out []ItemSummary
 	seen := map[string]bool{}
+	var caOnly []Layout
 	for _, l := range layouts {
+		if l.Cert == "" {
+			caOnly = append(caOnly, l)
+			continue
+		}
 		for _, ref := range matchLayout(l, keys, d.data, fixed) {
 			if seen[ref.cert] {
 				continue
@@ -51,7 +58,16 @@ func (p *parser) items(d secretData, layouts []Layout, fixed bool, now time.Time
 			out = append(out, p.item(d, ref, now))
 		}
 	}
-	return out, nil
+	if len(out) > 0 {
+		return out, nil
+	}
+	for _, l := range caOnly {
+		if _, ok := d.data[l.CA]; ok {
+			// One bundle per Secret: the first CA key of the layouts' order.
+			return []ItemSummary{p.item(d, itemRef{ca: l.CA}, now)}, nil
+		}
+	}
+	return nil, nil
 }
 
 // itemRef names the keys of one item.
@@ -104,6 +120,8 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) ItemSummary {
 	var chain []*x509.Certificate
 	raw, ok := d.data[ref.cert]
 	switch {
+	case ref.cert == "":
+		// A CA-only item (a trust bundle Secret): no certificate was asked for.
 	case !ok:
 		it.ChainErr = where(ref.cert, errors.New("missing"))
 	default:

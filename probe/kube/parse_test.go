@@ -119,6 +119,35 @@ func TestParserItems(t *testing.T) {
 			data:    map[string][]byte{"password": []byte("hunter2")},
 			layouts: []Layout{{Cert: "*.crt", Key: "*.key", CA: "ca.crt"}, {Cert: "tls.crt", Key: "tls.key"}},
 		},
+		"CAOnly": {
+			reason:  "an Opaque Secret holding only ca.crt is one item with a CA bundle, no certificate and no chain error",
+			data:    map[string][]byte{"ca.crt": ca.CertPEM},
+			layouts: []Layout{{Cert: "tls.crt", Key: "tls.key", CA: "ca.crt"}, {CA: "ca.crt"}},
+			want:    []itemFacts{{CAKey: "ca.crt", CASize: 1}},
+		},
+		"CAOnlySecondKey": {
+			reason:  "CA-only layouts are tried in order: Istio's cacert when there is no ca.crt",
+			data:    map[string][]byte{"cacert": ca.CertPEM, "note": []byte("x")},
+			layouts: CAOnlyLayouts,
+			want:    []itemFacts{{CAKey: "cacert", CASize: 1}},
+		},
+		"CAOnlyNotWithLeaf": {
+			reason:  "a Secret with a certificate is that certificate's source: no second, CA-only item",
+			data:    map[string][]byte{"tls.crt": web.CertPEM, "ca.crt": ca.CertPEM},
+			layouts: append([]Layout{{Cert: "tls.crt", CA: "ca.crt"}}, CAOnlyLayouts...),
+			want:    []itemFacts{{CertKey: "tls.crt", CAKey: "ca.crt", Leaf: fp(web), ChainLen: 1, CASize: 1}},
+		},
+		"CAOnlyBadBundle": {
+			reason:  "a CA-only bundle that does not parse is a CA error on the item, not a dropped Secret",
+			data:    map[string][]byte{"ca.crt": []byte("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")},
+			layouts: CAOnlyLayouts,
+			want:    []itemFacts{{CAKey: "ca.crt", CAErr: `secret ns/sec key "ca.crt": `}},
+		},
+		"CAOnlyNoKey": {
+			reason:  "CA-only layouts find nothing in a Secret without their keys",
+			data:    map[string][]byte{"password": []byte("hunter2")},
+			layouts: CAOnlyLayouts,
+		},
 		"TooManyItems": {
 			reason:  "items beyond the limit are refused with an error",
 			data:    map[string][]byte{"a.crt": web.CertPEM, "b.crt": web.CertPEM, "c.crt": web.CertPEM},
@@ -244,4 +273,69 @@ func TestChangeTracker(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCAOnlyObservation: a CA-only Secret reaches the desired view as an item with a CA bundle
+// and its path, and neither a chain nor a chain error (the audit would take a missing
+// certificate as a broken Secret).
+func TestCAOnlyObservation(t *testing.T) {
+	ca := certs.NewCA(t, certs.WithCommonName("Trust CA"))
+	p := &parser{maxItems: 10, bundles: newBundleCache(8)}
+	items, err := p.items(secretData{namespace: "ns", name: "web-ca", data: map[string][]byte{"ca.crt": ca.CertPEM}}, CAOnlyLayouts, false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := Snapshot{Secrets: []*SecretSummary{{Namespace: "ns", Name: "web-ca", Items: items}}}
+	obs := snap.Observations()
+	if len(obs) != 1 || len(obs[0].Items) != 1 {
+		t.Fatalf("observations %+v, want one with one item", obs)
+	}
+	o, it := obs[0], obs[0].Items[0]
+	if o.Source.Name != "ns/web-ca" || o.Err != nil {
+		t.Errorf("source %q err %v, want ns/web-ca and no error", o.Source.Name, o.Err)
+	}
+	if len(it.Chain) != 0 || it.ChainErr != nil || it.CertPath != "" {
+		t.Errorf("item has chain %d, chain error %v, cert path %q; want none", len(it.Chain), it.ChainErr, it.CertPath)
+	}
+	if len(it.CA) != 1 || it.CAErr != nil || it.CAPath != "ns/web-ca/ca.crt" || !it.CA[0].Equal(ca.Cert) {
+		t.Errorf("item CA %d certs (err %v) at %q, want the CA at ns/web-ca/ca.crt", len(it.CA), it.CAErr, it.CAPath)
+	}
+}
+
+// FuzzParserItems feeds hostile Secret values to every layout kind (fixed, merged, CA-only): no
+// panic, and no error quoting the input.
+func FuzzParserItems(f *testing.F) {
+	ca := certs.NewCA(f, certs.WithCommonName("Fuzz CA"))
+	f.Add(ca.CertPEM, []byte(nil), []byte(nil))
+	f.Add([]byte(nil), ca.CertPEM, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), ca.CertPEM[:40], ca.CertPEM)
+	layouts := append([]Layout{{Cert: "*.crt", Key: "*.key", CA: "ca.crt"}}, CAOnlyLayouts...)
+	f.Fuzz(func(t *testing.T, caVal, certVal, other []byte) {
+		data := map[string][]byte{}
+		if caVal != nil {
+			data["ca.crt"] = caVal
+		}
+		if certVal != nil {
+			data["a.crt"] = certVal
+			data["tls.crt"] = certVal
+		}
+		if other != nil {
+			data["cacert"] = other
+			data["a.key"] = other
+		}
+		p := &parser{maxItems: 4, bundles: newBundleCache(4)}
+		for _, ls := range [][]Layout{layouts, {TLSLayout}, CAOnlyLayouts} {
+			items, _ := p.items(secretData{namespace: "ns", name: "s", data: data}, ls, false, time.Now())
+			for _, it := range items {
+				for _, e := range []error{it.ChainErr, it.KeyErr, it.CAErr} {
+					if e != nil && strings.Contains(e.Error(), "BEGIN") {
+						t.Fatalf("error quotes the input: %v", e)
+					}
+				}
+				if it.CertKey == "" && (len(it.Chain) > 0 || it.ChainErr != nil) {
+					t.Fatalf("CA-only item with a chain (%d) or chain error (%v)", len(it.Chain), it.ChainErr)
+				}
+			}
+		}
+	})
 }

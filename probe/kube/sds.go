@@ -146,26 +146,7 @@ func SDSBindings(t EnvoyTarget, snap *envoyadmin.Snapshot, lookup SecretLookup) 
 	if lookup == nil {
 		lookup = func(string) (bool, bool) { return false, false }
 	}
-	var certNames, trustNames []string
-	addName := func(list *[]string, n string) {
-		if n != "" && !slices.Contains(*list, n) {
-			*list = append(*list, n)
-		}
-	}
-	for _, s := range snap.Secrets {
-		if s.HasCertificate {
-			addName(&certNames, s.Name)
-		}
-		if s.HasValidation {
-			addName(&trustNames, s.Name)
-		}
-	}
-	for _, fc := range snap.Listeners {
-		for _, n := range fc.SDSCertNames {
-			addName(&certNames, n)
-		}
-		addName(&trustNames, fc.SDSValidationName)
-	}
+	certNames, trustNames := sdsNames(snap)
 
 	var bs []config.Binding
 	var trust []TrustBinding
@@ -208,4 +189,64 @@ func SDSBindings(t EnvoyTarget, snap *envoyadmin.Snapshot, lookup SecretLookup) 
 		trust = append(trust, tb)
 	}
 	return bs, trust
+}
+
+// sdsNames are the certificate and validation SDS secret names an Envoy reports: config_dump
+// secrets and the names its listeners ask for (which includes secrets still warming).
+func sdsNames(snap *envoyadmin.Snapshot) (certNames, trustNames []string) {
+	addName := func(list *[]string, n string) {
+		if n != "" && !slices.Contains(*list, n) {
+			*list = append(*list, n)
+		}
+	}
+	for _, s := range snap.Secrets {
+		if s.HasCertificate {
+			addName(&certNames, s.Name)
+		}
+		if s.HasValidation {
+			addName(&trustNames, s.Name)
+		}
+	}
+	for _, fc := range snap.Listeners {
+		for _, n := range fc.SDSCertNames {
+			addName(&certNames, n)
+		}
+		addName(&trustNames, fc.SDSValidationName)
+	}
+	return certNames, trustNames
+}
+
+// SDSRefs lists the Secrets the SDS secret names of an Envoy may refer to (for a trust name both
+// the Secret without the -cacert suffix and the one with it), so that those the inventory does
+// not watch (Opaque -cacert Secrets, say) can be read before SDSBindings resolves the names.
+func SDSRefs(t EnvoyTarget, snap *envoyadmin.Snapshot) []SourceRef {
+	if snap == nil {
+		return nil
+	}
+	certNames, trustNames := sdsNames(snap)
+	var out []SourceRef
+	add := func(ns, name string) {
+		r := SourceRef{Kind: "Secret", Namespace: ns, Name: name}
+		if name != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	for _, n := range slices.Concat(certNames, trustNames) {
+		ref, ok := ParseSDSName(n, t.Namespace)
+		if !ok || ref.Kind == SDSWorkload {
+			continue
+		}
+		add(ref.Namespace, ref.Name)
+		if ref.Kind == SDSTrust {
+			add(ref.Namespace, ref.Fallback)
+		}
+	}
+	return out
+}
+
+// Binding is the trust binding as the audit takes it: the source holding the bundle, under the
+// validation secret's SDS name. A Missing trust binds the Secret istiod would read first, so the
+// audit can say the bundle has no source.
+func (tb TrustBinding) Binding(t EnvoyTarget) config.Binding {
+	return config.Binding{Source: tb.Source, Secret: tb.Secret, Origin: originFor(t, tb.Source, OriginSDSName)}
 }

@@ -25,6 +25,11 @@ func (inv *Inventory) transformSecret(obj any) (any, error) {
 	if s.Type != corev1.SecretTypeOpaque {
 		layouts, fixed = []Layout{TLSLayout}, true
 	}
+	return &secretEntry{Summary: inv.summarizeSecret(s, layouts, fixed, inv.changes)}, nil
+}
+
+// summarizeSecret parses s with layouts and records its change in tracker.
+func (inv *Inventory) summarizeSecret(s *corev1.Secret, layouts []Layout, fixed bool, tracker *changeTracker) *SecretSummary {
 	now := inv.opts.Now()
 	items, err := inv.parser.items(secretData{namespace: s.Namespace, name: s.Name, data: s.Data}, layouts, fixed, now)
 	sum := &SecretSummary{
@@ -37,8 +42,8 @@ func (inv *Inventory) transformSecret(obj any) (any, error) {
 		Items:           items,
 		Err:             err,
 	}
-	inv.changes.observe(trackKey{sum.Namespace, sum.Name, secretKind}, sum, &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
-	return &secretEntry{Summary: sum}, nil
+	tracker.observe(trackKey{sum.Namespace, sum.Name, secretKind}, sum, &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
+	return sum
 }
 
 // transformConfigMap is transformSecret's counterpart for ConfigMaps.
@@ -48,6 +53,11 @@ func (inv *Inventory) transformConfigMap(obj any) (any, error) {
 		return obj, nil
 	}
 	inv.stats.countConfigMap()
+	return &configMapEntry{Summary: inv.summarizeConfigMap(cm, inv.changes)}, nil
+}
+
+// summarizeConfigMap parses cm's bundles and records its change in tracker.
+func (inv *Inventory) summarizeConfigMap(cm *corev1.ConfigMap, tracker *changeTracker) *ConfigMapSummary {
 	now := inv.opts.Now()
 	sum := &ConfigMapSummary{
 		Namespace:       inv.strings.get(cm.Namespace),
@@ -57,8 +67,8 @@ func (inv *Inventory) transformConfigMap(obj any) (any, error) {
 		CreatedAt:       cm.CreationTimestamp.UTC(),
 		Bundles:         inv.parser.configMapBundles(cm.Namespace, cm.Name, cm.Data),
 	}
-	inv.changes.observe(trackKey{sum.Namespace, sum.Name, configMapKind}, sum, &cm.ObjectMeta, configMapDigest(sum), now, "f:data", "f:binaryData")
-	return &configMapEntry{Summary: sum}, nil
+	tracker.observe(trackKey{sum.Namespace, sum.Name, configMapKind}, sum, &cm.ObjectMeta, configMapDigest(sum), now, "f:data", "f:binaryData")
+	return sum
 }
 
 // changeTracker remembers, per object, the digest of what was parsed and when it last changed,

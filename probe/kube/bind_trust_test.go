@@ -1,0 +1,231 @@
+package kube
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/test/certs"
+)
+
+// TestProbeEndpoints: handshakes never wait on the admin. The annotation wins; a config_dump that
+// was read says which listeners are TLS; without it (admin unreachable, or no admin at all) the
+// pod spec's TLS-looking ports are probed, never the admin or stats port.
+func TestProbeEndpoints(t *testing.T) {
+	ports := []ContainerPort{{Name: "http", Port: 8080}, {Name: "https", Port: 8443}, {Name: "admin", Port: 9901},
+		{Name: "grpc-tls", Port: 7000}, {Port: 10443}, {Name: "metrics", Port: 19001}, {Name: "https-dup", Port: 8443}}
+	base := EnvoyTarget{Namespace: "a", Pod: "p", PodIP: "10.0.0.1", AdminPort: 9901, StatsPort: 19001, ContainerPorts: ports}
+	unreachable := &envoyadmin.Snapshot{CertsErr: errAdmin, ConfigErr: errAdmin, StatsErr: errAdmin}
+	spec := []config.Endpoint{{Address: "10.0.0.1:7000"}, {Address: "10.0.0.1:8443"}, {Address: "10.0.0.1:10443"}}
+	cases := map[string]struct {
+		reason string
+		target func(EnvoyTarget) EnvoyTarget
+		snap   *envoyadmin.Snapshot
+		want   []config.Endpoint
+	}{
+		"AdminUnreachable": {
+			reason: "an admin that cannot be read (localhost-only, direct access) leaves the spec's TLS ports",
+			snap:   unreachable, want: spec,
+		},
+		"NoAdmin": {
+			reason: "a pod with no admin at all is probed on its spec's TLS ports",
+			want:   spec,
+		},
+		"AdminListeners": {
+			reason: "a config_dump that was read says which ports are TLS, with their server names",
+			snap:   &envoyadmin.Snapshot{Listeners: []envoyadmin.FilterChainTLS{{Address: "0.0.0.0:8443", ServerNames: []string{"web.example"}}}},
+			want:   []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"web.example"}}},
+		},
+		"AdminNoTLSListener": {
+			reason: "a config_dump that was read and shows no TLS listener: nothing to handshake, whatever ports are named",
+			snap:   &envoyadmin.Snapshot{},
+		},
+		"Annotation": {
+			reason: "certdrift.dev/probe-ports wins over the admin and the spec",
+			target: func(t EnvoyTarget) EnvoyTarget {
+				t.ProbePorts = []ProbePort{{Port: 9443, SNIs: []string{"x.example"}}}
+				return t
+			},
+			snap: unreachable,
+			want: []config.Endpoint{{Address: "10.0.0.1:9443", SNI: []string{"x.example"}}},
+		},
+		"NoPodIP": {
+			reason: "no pod IP, nothing to dial",
+			target: func(t EnvoyTarget) EnvoyTarget { t.PodIP = ""; return t },
+			snap:   unreachable,
+		},
+		"NoTLSLookingPort": {
+			reason: "ports not named or numbered like TLS are left out: a handshake with a plaintext listener would only fail",
+			target: func(t EnvoyTarget) EnvoyTarget {
+				t.ContainerPorts = []ContainerPort{{Name: "http", Port: 8080}, {Name: "admin", Port: 9901}}
+				return t
+			},
+			snap: unreachable,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tg := base
+			if tc.target != nil {
+				tg = tc.target(tg)
+			}
+			if diff := cmp.Diff(tc.want, ProbeEndpoints(tg, tc.snap), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("%s\nProbeEndpoints(): -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+type adminError struct{}
+
+func (adminError) Error() string { return "dial 10.0.0.1:9901: connection refused" }
+
+var errAdmin error = adminError{}
+
+// TestContainerPorts: the Envoy container's TCP ports reach the target, UDP (QUIC) and other
+// containers' ports do not; the service account token volume is marked as such.
+func TestContainerPorts(t *testing.T) {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "envoy", Image: "envoyproxy/envoy:v1.40.0", Ports: []corev1.ContainerPort{
+				{Name: "https", ContainerPort: 8443}, {Name: "quic", ContainerPort: 8443, Protocol: corev1.ProtocolUDP},
+				{Name: "admin", ContainerPort: 9901, Protocol: corev1.ProtocolTCP}}},
+			{Name: "app", Image: "example/app", Ports: []corev1.ContainerPort{{Name: "https-app", ContainerPort: 9443}}},
+		}},
+	}
+	p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}},
+		{Name: "ca", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "bundle"}}}}}}}}
+	tg := targetFor(p, map[Preset]bool{PresetEnvoy: true})
+	if tg == nil {
+		t.Fatal("targetFor(envoy pod) = nil")
+	}
+	want := []ContainerPort{{Name: "https", Port: 8443}, {Name: "admin", Port: 9901}}
+	if diff := cmp.Diff(want, tg.ContainerPorts); diff != "" {
+		t.Errorf("ContainerPorts: -want +got:\n%s", diff)
+	}
+	wantVols := []PodVolume{{Name: "kube-api-access-x", Token: true, Sources: []VolumeSource{{Kind: "ConfigMap", Name: "kube-root-ca.crt"}}},
+		{Name: "ca", Sources: []VolumeSource{{Kind: "ConfigMap", Name: "bundle"}}}}
+	if diff := cmp.Diff(wantVols, tg.Volumes); diff != "" {
+		t.Errorf("Volumes (the token volume marked): -want +got:\n%s", diff)
+	}
+}
+
+// TestMountedRefs: what a pod mounts into Envoy and declares, each once, for reading the sources
+// the inventory does not watch; not the service account token volume's ConfigMap.
+func TestMountedRefs(t *testing.T) {
+	tg := EnvoyTarget{Namespace: "a", Pod: "p", EnvoyContainer: "envoy", DeclaredSecrets: []string{"b/declared", "a/web-tls"},
+		Volumes: []PodVolume{
+			{Name: "tls", Sources: []VolumeSource{{Kind: "Secret", Name: "web-tls"}, {Kind: "Secret", Name: "web-ca"}, {Kind: "ConfigMap", Name: "bundle"}}},
+			secretVol("again", "web-tls"), secretVol("app", "app-only"),
+			{Name: "kube-api-access-x", Token: true, Sources: []VolumeSource{{Kind: "ConfigMap", Name: "kube-root-ca.crt"}}}},
+		Mounts: []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}, {Container: "envoy", Volume: "again", MountPath: "/again"},
+			{Container: "app", Volume: "app", MountPath: "/app"},
+			{Container: "envoy", Volume: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}}
+	want := []SourceRef{{"Secret", "a", "web-tls"}, {"Secret", "a", "web-ca"}, {"ConfigMap", "a", "bundle"}, {"Secret", "b", "declared"}}
+	if diff := cmp.Diff(want, MountedRefs(tg)); diff != "" {
+		t.Errorf("MountedRefs(): -want +got:\n%s", diff)
+	}
+}
+
+// TestSDSRefsAndTrust: SDS names refer to Secrets to read (a -cacert name to both its Secrets),
+// and a resolved trust bundle becomes a binding of the source holding it under the validation
+// secret's name.
+func TestSDSRefsAndTrust(t *testing.T) {
+	tg := EnvoyTarget{Namespace: "istio-system", Pod: "gw"}
+	snap := &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{
+		{Name: "kubernetes://gw-cred", HasCertificate: true},
+		{Name: "kubernetes://gw-cred-cacert", HasValidation: true},
+		{Name: "default", HasCertificate: true},
+		{Name: "ROOTCA", HasValidation: true},
+	}}
+	want := []SourceRef{{"Secret", "istio-system", "gw-cred"}, {"Secret", "istio-system", "gw-cred-cacert"}}
+	if diff := cmp.Diff(want, SDSRefs(tg, snap)); diff != "" {
+		t.Errorf("SDSRefs(): -want +got:\n%s", diff)
+	}
+	// gw-cred holds no CA, gw-cred-cacert does (an Opaque Secret read by name).
+	lookup := func(src string) (bool, bool) {
+		switch src {
+		case "istio-system/gw-cred":
+			return true, false
+		case "istio-system/gw-cred-cacert":
+			return true, true
+		}
+		return false, false
+	}
+	_, trust := SDSBindings(tg, snap, lookup)
+	var got []config.Binding
+	for _, tb := range trust {
+		got = append(got, tb.Binding(tg))
+	}
+	wantB := []config.Binding{{Source: "istio-system/gw-cred-cacert", Secret: "kubernetes://gw-cred-cacert", Origin: OriginSDSName}}
+	if diff := cmp.Diff(wantB, got); diff != "" {
+		t.Errorf("trust bindings: -want +got:\n%s", diff)
+	}
+	if got := SDSRefs(tg, nil); len(got) != 0 {
+		t.Errorf("SDSRefs(no admin) = %v, want none", got)
+	}
+}
+
+func TestParseSourceName(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		want SourceRef
+		ok   bool
+	}{
+		"Secret":    {in: "a/web-tls", want: SourceRef{"Secret", "a", "web-tls"}, ok: true},
+		"ConfigMap": {in: "configmap:a/bundle", want: SourceRef{"ConfigMap", "a", "bundle"}, ok: true},
+		"NoNS":      {in: "web-tls"},
+		"Local":     {in: "web"},
+		"BadName":   {in: "a/Web_TLS"},
+		"Empty":     {in: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := ParseSourceName(tc.in)
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("ParseSourceName(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestKeysOf: the keys Bind uses come from what the inventory read, per item.
+func TestKeysOf(t *testing.T) {
+	snap := Snapshot{
+		Secrets: []*SecretSummary{{Namespace: "a", Name: "ca-only", Items: []ItemSummary{{CAKey: "ca.crt"}}},
+			{Namespace: "a", Name: "merged", Items: []ItemSummary{{Name: "x", CertKey: "x.crt", KeyKey: "x.key", CAKey: "ca.crt"}}}},
+		ConfigMaps: []ConfigMapSummary{{Namespace: "a", Name: "bundle", Bundles: []KeyBundle{{Key: "root.pem"}}}},
+	}
+	want := SourceKeys{
+		"a/ca-only":          {{CA: "ca.crt"}},
+		"a/merged":           {{Item: "x", Cert: "x.crt", Key: "x.key", CA: "ca.crt"}},
+		"configmap:a/bundle": {{Item: "root.pem", CA: "root.pem"}},
+	}
+	if diff := cmp.Diff(want, KeysOf(snap)); diff != "" {
+		t.Errorf("KeysOf(): -want +got:\n%s", diff)
+	}
+
+	// The items of a merged Secret keep their leaf's names (what picks the item an SDS secret
+	// watching their directory holds); a single item does not need them.
+	ca := certs.NewCA(t)
+	x, y := ca.Leaf(t, certs.WithDNSNames("x.example")), ca.Leaf(t, certs.WithDNSNames("y.example", "www.y.example"))
+	two := Snapshot{Secrets: []*SecretSummary{{Namespace: "a", Name: "two", Items: []ItemSummary{
+		{Name: "x", CertKey: "x.crt", Chain: []Cert{{DER: x.Cert.Raw}}}, {Name: "y", CertKey: "y.crt", Chain: []Cert{{DER: y.Cert.Raw}}}}},
+		{Namespace: "a", Name: "one", Items: []ItemSummary{{CertKey: "tls.crt", Chain: []Cert{{DER: x.Cert.Raw}}}}}}}
+	want = SourceKeys{
+		"a/two": {{Item: "x", Cert: "x.crt", Names: []string{"x.example"}}, {Item: "y", Cert: "y.crt", Names: []string{"y.example", "www.y.example"}}},
+		"a/one": {{Cert: "tls.crt"}},
+	}
+	if diff := cmp.Diff(want, KeysOf(two)); diff != "" {
+		t.Errorf("KeysOf(merged): -want +got:\n%s", diff)
+	}
+}
