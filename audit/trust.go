@@ -119,14 +119,10 @@ func (a *auditor) trustBindings(ev *EnvoyView) []*trustBinding {
 		}
 	}
 	for _, lb := range loadedBundles(ev.Admin) {
-		bound := false
-		for _, cb := range ev.Config.Bindings {
-			if explicitTrustMatch(cb, lb) {
+		if cbs := explicitTrustMatches(ev.Config.Bindings, lb); len(cbs) > 0 {
+			for _, cb := range cbs {
 				bind(a.desired.lookup(cb.Source, cb.Item), cmp.Or(cb.Origin, OriginConfig), lb)
-				bound = true
 			}
-		}
-		if bound {
 			continue
 		}
 		if lb.file != "" {
@@ -150,10 +146,31 @@ func (a *auditor) trustBindings(ev *EnvoyView) []*trustBinding {
 	return out
 }
 
-func explicitTrustMatch(cb config.Binding, lb loadedBundle) bool {
-	return (cb.CAFile != "" && lb.file != "" && filepath.Clean(cb.CAFile) == filepath.Clean(lb.file)) ||
-		(cb.Dir != "" && lb.dir != "" && filepath.Clean(cb.Dir) == filepath.Clean(lb.dir)) ||
-		(cb.Secret != "" && lb.secret != "" && cb.Secret == lb.secret)
+// explicitTrustMatches returns the explicit bindings that locate lb, by the most precise rule
+// that finds any: the CA file, else the SDS secret name, else the directory. Several sources of a
+// projected volume share its directory; only the CA file tells them apart.
+func explicitTrustMatches(cbs []config.Binding, lb loadedBundle) []config.Binding {
+	rules := []func(config.Binding) bool{
+		func(cb config.Binding) bool {
+			return cb.CAFile != "" && lb.file != "" && filepath.Clean(cb.CAFile) == filepath.Clean(lb.file)
+		},
+		func(cb config.Binding) bool { return cb.Secret != "" && lb.secret != "" && cb.Secret == lb.secret },
+		func(cb config.Binding) bool {
+			return cb.Dir != "" && lb.dir != "" && filepath.Clean(cb.Dir) == filepath.Clean(lb.dir)
+		},
+	}
+	for _, rule := range rules {
+		var out []config.Binding
+		for _, cb := range cbs {
+			if rule(cb) {
+				out = append(out, cb)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return nil
 }
 
 // checkTrust judges the trust bindings of one Envoy: a binding is converged when any bundle the

@@ -41,6 +41,7 @@ type trustReport struct {
 		File   string `json:"file"`
 		Origin string `json:"origin"`
 		State  string `json:"state"`
+		Trust  bool   `json:"trust"`
 	} `json:"bindings"`
 	Findings []struct {
 		Code    string `json:"code"`
@@ -115,6 +116,7 @@ func TestKubeTrustBindings(t *testing.T) {
 			envoy := trustNS + "/" + p.Name
 			checkBound(t, r, envoy, trustNS+"/"+caSecret, out)
 			checkTrustOnly(t, r, envoy, trustNS+"/"+caSecret)
+			checkTrustState(t, r, envoy, trustNS+"/"+caSecret, "converged", out)
 			checkBound(t, r, envoy, trustNS+"/web-tls", out)
 			// The service account volume's ca.crt is the API server's CA, not Envoy's trust.
 			checkNotBound(t, r, envoy, "configmap:"+trustNS+"/kube-root-ca.crt")
@@ -141,11 +143,24 @@ func TestKubeTrustBindings(t *testing.T) {
 		t.Logf("after the CA rotation: exit %d", code)
 		logReport(t, r)
 		for _, p := range pods {
-			// TODO(audit, issue 13): once the trust view lands, assert STALE_TRUST (the static
-			// validation context still holds e2e-trust-ca) and CA_BUNDLE_GAP (web-ca no longer
-			// verifies the leaf web-tls serves) on this binding.
-			checkBound(t, r, trustNS+"/"+p.Name, trustNS+"/"+caSecret, out)
-			checkTrustOnly(t, r, trustNS+"/"+p.Name, trustNS+"/"+caSecret)
+			envoy := trustNS + "/" + p.Name
+			checkBound(t, r, envoy, trustNS+"/"+caSecret, out)
+			checkTrustOnly(t, r, envoy, trustNS+"/"+caSecret)
+			// The static validation context still trusts e2e-trust-ca only; the desired bundle is
+			// the new CA: STALE_TRUST, critical (nothing in common), on this pod and source.
+			checkTrustState(t, r, envoy, trustNS+"/"+caSecret, "stale", out)
+			found := false
+			for _, f := range r.Findings {
+				if f.Code == "STALE_TRUST" && f.Subject.Envoy == envoy && f.Subject.Source == trustNS+"/"+caSecret {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no STALE_TRUST for %s on %s after its CA Secret rotated\n%s", trustNS+"/"+caSecret, envoy, out)
+			}
+		}
+		if code != 1 {
+			t.Errorf("after the CA rotation: exit %d, want 1", code)
 		}
 	})
 
@@ -218,10 +233,24 @@ func checkBound(t *testing.T, r trustReport, envoy, source, out string) {
 func checkTrustOnly(t *testing.T, r trustReport, envoy, source string) {
 	t.Helper()
 	for _, b := range r.Bindings {
-		if b.Envoy == envoy && b.Source == source && (b.File != "" || b.Secret != "") {
-			t.Errorf("binding %s -> %s has file %q, secret %q: a CA-only source holds no certificate", envoy, source, b.File, b.Secret)
+		if b.Envoy == envoy && b.Source == source && !b.Trust {
+			t.Errorf("binding %s -> %s (file %q, secret %q) is a certificate binding: a CA-only source holds no certificate", envoy, source, b.File, b.Secret)
 		}
 	}
+}
+
+// checkTrustState fails unless envoy's trust binding to source has state want.
+func checkTrustState(t *testing.T, r trustReport, envoy, source, want, out string) {
+	t.Helper()
+	for _, b := range r.Bindings {
+		if b.Envoy == envoy && b.Source == source && b.Trust {
+			if b.State != want {
+				t.Errorf("trust binding %s -> %s is %s, want %s\n%s", envoy, source, b.State, want, out)
+			}
+			return
+		}
+	}
+	t.Errorf("no trust binding %s -> %s\n%s", envoy, source, out)
 }
 
 // checkNotBound fails if the report binds envoy to source.
