@@ -488,6 +488,12 @@ func (x *exporter) startKube(ctx context.Context) error {
 	}
 	opts.OnTargetChange = func(kube.ChangeOp, string, string) { poke() }
 	opts.Shard = c.podShard()
+	// Sources the pairings name are read by name when the inventory does not watch them (a
+	// CA-only Opaque Secret), as audit does. Read at start: a reload that adds a pairing to a
+	// source nothing mounts takes effect at the next start.
+	if cfg := x.cfg.Load(); cfg != nil {
+		opts.PairingSources = pairingSources(cfg.Pairings)
+	}
 	rc, err := c.kubeFlags.restConfig()
 	if err != nil {
 		return err
