@@ -777,3 +777,59 @@ func camelKeys(v any) any {
 	}
 	return v
 }
+
+// TestRecordedFixturesKeepThePromises judges every recorded public admin output (other Envoy
+// versions, Istio, SPIRE, App Mesh; probe/envoyadmin/testdata/fixtures) as /certs or /config_dump
+// of one Envoy, at the recording time and long after it: no report is complete while a part did
+// not parse, every permutation gives the same report, and nothing expired is clean.
+func TestRecordedFixturesKeepThePromises(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "probe", "envoyadmin", "testdata", "fixtures", "*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recorded fixtures: %v", err)
+	}
+	for _, p := range paths {
+		name := filepath.Base(p)
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var snap *envoyadmin.Snapshot
+			if strings.HasPrefix(name, "certs_") {
+				snap = snapshotOf(data, []byte(`{"configs":[]}`))
+			} else {
+				snap = snapshotOf([]byte(`{"certificates":[]}`), data)
+			}
+			for _, at := range []time.Time{recordedAt, time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)} {
+				in := Inputs{Desired: recordedDesired(snap, at.Add(-time.Hour)), Envoys: []EnvoyView{{Config: config.Envoy{Name: "edge"}, Admin: snap}}}
+				r := Run(in, config.DefaultPolicy, at)
+				if failed := parseFailures(snap); failed != "" && r.Summary.Coverage.Complete {
+					t.Errorf("%s, yet coverage is complete", failed)
+				}
+				if at.Year() == 2100 && r.Clean(Critical) && holdsCertificates(snap) {
+					t.Errorf("every certificate has expired by 2100, and the report is clean:\n%s", codesOf(r))
+				}
+				want := reportJSON(t, r)
+				for seed := range uint64(10) {
+					if got := reportJSON(t, Run(permuteInputs(in, rand.New(rand.NewPCG(seed, 3))), config.DefaultPolicy, at)); got != want {
+						t.Fatalf("permutation %d changed the report:\n%s", seed, cmp.Diff(want, got))
+					}
+				}
+			}
+		})
+	}
+}
+
+func holdsCertificates(s *envoyadmin.Snapshot) bool {
+	for _, c := range s.Contexts {
+		if len(c.Chain)+len(c.CA) > 0 {
+			return true
+		}
+	}
+	for _, sec := range s.Secrets {
+		if len(sec.Chain)+len(sec.ValidationCA)+len(sec.SPIFFEBundles) > 0 {
+			return true
+		}
+	}
+	return false
+}
