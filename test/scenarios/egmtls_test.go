@@ -335,10 +335,14 @@ func egRound(ctx context.Context, t *testing.T, bundle bool, cp, rl, proxy corev
 
 	// certdrift after the control plane converged: no gap left between the pair, and the rate
 	// limit (annotated hot-reload: "false") is STALE_PROCESS — and stale in what it loaded and
-	// serves, since its admin shows it.
+	// serves, since its admin shows it, and in what it trusts: its static validation context
+	// still holds the old CA only (STALE_TRUST; critical when the new bundle no longer holds
+	// the old CA, a warning while [newCA, oldCA] keeps one in common).
 	rlName := egNS + "/" + rl.Name
 	_, r = runAudit(t, egNS, "--config", egPairings(t), "--grace", "1s")
-	if diff := cmp.Diff([]string{"STALE_LOADED warning " + rlName, "STALE_PROCESS warning " + rlName, "STALE_SERVED warning " + rlName},
+	trustSeverity := map[bool]string{false: "critical", true: "warning"}[bundle]
+	if diff := cmp.Diff([]string{"STALE_LOADED warning " + rlName, "STALE_PROCESS warning " + rlName, "STALE_SERVED warning " + rlName,
+		"STALE_TRUST " + trustSeverity + " " + rlName},
 		r.findings()); diff != "" {
 		t.Errorf("audit before the rate limit's restart: findings (-want +got):\n%s", diff)
 	}
