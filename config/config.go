@@ -9,10 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/certdrift/certdrift/internal/boundedfile"
 )
 
 // MaxFileBytes bounds the config file; a config is hand-written and never near this.
@@ -170,17 +171,10 @@ func Load(path string) (*Config, error) { return load(path, Parse) }
 func LoadCluster(path string) (*Config, error) { return load(path, ParseCluster) }
 
 func load(path string, parse func([]byte) (*Config, error)) (*Config, error) {
-	f, err := os.Open(path)
+	// boundedfile: a FIFO or a device given as --config must fail at once, never hang a reload.
+	data, _, err := boundedfile.Read(path, MaxFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("open config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("config %s is larger than %d bytes", path, MaxFileBytes)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	c, err := parse(data)
 	if err != nil {

@@ -80,6 +80,9 @@ func (c *serveCmd) Validate() error {
 		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
 	}
 	if c.WebConfigFile != "" {
+		if err := checkWebConfigFiles(c.WebConfigFile); err != nil {
+			return fmt.Errorf("--web.config.file %s: %w", c.WebConfigFile, err)
+		}
 		if err := web.Validate(c.WebConfigFile); err != nil {
 			return fmt.Errorf("--web.config.file %s: %w", c.WebConfigFile, err)
 		}
