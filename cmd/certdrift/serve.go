@@ -203,7 +203,16 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	if probeSrv != nil {
 		_ = probeSrv.Shutdown(shutCtx)
 	}
-	wg.Wait()
+	// The shutdown is bounded as a whole: a goroutine stuck where no context reaches (a read of
+	// the exporter-toolkit's, a kernel call) must not keep a terminated process alive past its
+	// grace period.
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-shutCtx.Done():
+		log.Error("shutdown grace period over with work still running; exiting anyway")
+	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return noRun(fmt.Errorf("serve: %w", serveErr))
 	}
@@ -262,7 +271,13 @@ func (x *exporter) handler(metrics http.Handler, b buildInfo) http.Handler {
 		case <-r.Context().Done():
 			return
 		}
-		if err := <-answer; err != nil {
+		var err error
+		select {
+		case err = <-answer:
+		case <-r.Context().Done():
+			return // the client left, or the server is shutting down
+		}
+		if err != nil {
 			http.Error(w, "reload failed: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -315,7 +330,11 @@ func (x *exporter) signals(ctx context.Context) {
 			answer := make(chan error, 1)
 			select {
 			case x.reload <- answer:
-				<-answer
+				select {
+				case <-answer:
+				case <-ctx.Done():
+					return
+				}
 			case <-ctx.Done():
 				return
 			}
