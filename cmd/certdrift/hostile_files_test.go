@@ -1,0 +1,212 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/proc"
+)
+
+// serveProc is `certdrift serve` run as the real binary, so that signals reach it as they do in
+// a pod.
+type serveProc struct {
+	cmd     *exec.Cmd
+	logs    *proc.SyncBuffer
+	done    chan struct{}
+	metrics string // base URL of the (first) metrics address
+	probes  string // base URL of --web.probe-address, when asked for
+}
+
+// startServe starts the binary with args, plus a loopback metrics address; prefix runs it under
+// another command (prlimit). It does not wait for the listeners: see listening.
+func startServe(t *testing.T, prefix []string, args ...string) *serveProc {
+	t.Helper()
+	argv := append(append(append([]string{}, prefix...), binary, "serve"), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	p := &serveProc{cmd: cmd, logs: &proc.SyncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = io.Discard, p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", argv, err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("--- certdrift serve log:\n%s", tail(p.logs.String(), 6000))
+		}
+		if strings.Contains(p.logs.String(), "PRIVATE KEY") {
+			t.Error("certdrift serve logged private key material")
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+var listenRE = regexp.MustCompile(`msg="serving (metrics|probes)" address=(\S+)`)
+
+// listening waits until the process logged its addresses (want: how many).
+func (p *serveProc) listening(t *testing.T, want int) {
+	t.Helper()
+	eventually(t, "certdrift serve to listen", 20*time.Second, func() (bool, string) {
+		addrs := map[string]string{}
+		for _, m := range listenRE.FindAllStringSubmatch(p.logs.String(), -1) {
+			addrs[m[1]] = "http://" + m[2]
+		}
+		p.metrics, p.probes = addrs["metrics"], addrs["probes"]
+		select {
+		case <-p.done:
+			t.Fatalf("certdrift serve exited before listening (%v)", p.cmd.ProcessState)
+		default:
+		}
+		return len(addrs) == want, p.logs.String()
+	})
+}
+
+// exited waits at most d for the process to end and returns its exit code.
+func (p *serveProc) exited(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		t.Fatalf("certdrift serve still running %s later", d)
+		return -1
+	}
+}
+
+// sigterm sends SIGTERM and requires the process to end within 2s with exit 0.
+func (p *serveProc) sigterm(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	if code := p.exited(t, 2*time.Second); code != codeClean {
+		t.Errorf("exit %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestHostileFiles: a FIFO with no writer and /dev/zero, named as a client certificate, as the
+// configuration and as a desired certificate, each give an error naming the file and saying what
+// it is, at once, in `audit` and in `serve`; serve stays ready, a reload onto such a config is
+// answered, and SIGTERM ends it within 2s. Before the bounded reader, the FIFO hung both
+// commands forever and /dev/zero ended them with an out-of-memory fatal error.
+func TestHostileFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	ca := certs.NewCA(t, certs.WithCommonName("hostile-ca"))
+	leaf := ca.Leaf(t, certs.WithCommonName("web"), certs.WithDNSNames("www.example.com"))
+	certs.WriteFiles(t, filepath.Join(dir, "good"), map[string][]byte{"tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM})
+	good := filepath.Join(dir, "good", "tls.crt")
+	key := filepath.Join(dir, "good", "tls.key")
+	endpoint := closedPort(t)
+
+	// config is a local-mode file reading desired from desiredCert and presenting clientCert.
+	config := func(desiredCert, clientCert string) string {
+		return fmt.Sprintf(`desired:
+  - name: web
+    cert_file: %s
+    key_file: %s
+envoys:
+  - name: edge
+    endpoints:
+      - address: %s
+        source: web
+        client_cert: {cert_file: %s, key_file: %s}
+policy:
+  timeout: 1s
+`, desiredCert, key, endpoint, clientCert, key)
+	}
+
+	for _, h := range []struct {
+		name, path, says string
+	}{
+		{"FIFO", fifo, "is a FIFO"},
+		{"DevZero", "/dev/zero", "is a device"},
+	} {
+		for _, tc := range []struct {
+			where    string
+			config   func() string // --config
+			wantCode int
+			series   string // the finding serve exposes for it
+		}{
+			{"ClientCert", func() string { return writeConfig(t, config(good, h.path)) }, codeFindings, `code="UNREACHABLE"`},
+			{"Desired", func() string { return writeConfig(t, config(h.path, good)) }, codeFindings, `code="PARSE_ERROR"`},
+			{"Config", func() string { return h.path }, codeNoRun, ""},
+		} {
+			t.Run(h.name+"As"+tc.where, func(t *testing.T) {
+				cfg := tc.config()
+				r := certdrift(t, nil, "audit", "--config", cfg)
+				if r.code != tc.wantCode {
+					t.Errorf("audit: exit %d, want %d\n%s", r.code, tc.wantCode, r)
+				}
+				if out := r.stdout + r.stderr; !strings.Contains(out, h.path) || !strings.Contains(out, h.says) {
+					t.Errorf("audit output does not name %s and say %q:\n%s", h.path, h.says, r)
+				}
+
+				p := startServe(t, nil, "--config", cfg, "--web.listen-address", "127.0.0.1:0", "--interval", "1s")
+				if tc.where == "Config" {
+					if code := p.exited(t, 10*time.Second); code != codeNoRun {
+						t.Errorf("serve with --config %s: exit %d, want %d", h.path, code, codeNoRun)
+					}
+					if logs := p.logs.String(); !strings.Contains(logs, h.path) || !strings.Contains(logs, h.says) {
+						t.Errorf("serve does not name %s and say %q:\n%s", h.path, h.says, logs)
+					}
+					return
+				}
+				p.listening(t, 1)
+				eventually(t, "serve to be ready (the first round not wedged)", 20*time.Second, func() (bool, string) {
+					code, body := get(t, "GET", p.metrics+"/-/ready")
+					return code == http.StatusOK, body
+				})
+				if _, body := get(t, "GET", p.metrics+"/metrics"); !strings.Contains(body, tc.series) {
+					t.Errorf("/metrics lacks the finding %s for the %s", tc.series, tc.where)
+				}
+				// A reload onto a config that became a FIFO or a device is answered at once.
+				if err := os.Remove(cfg); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(h.path, cfg); err != nil {
+					t.Fatal(err)
+				}
+				code, body := get(t, "POST", p.metrics+"/-/reload")
+				if code != http.StatusInternalServerError || !strings.Contains(body, cfg) || !strings.Contains(body, h.says) {
+					t.Errorf("reload onto %s: %d %q, want 500 naming %s and saying %q", h.path, code, body, cfg, h.says)
+				}
+				p.sigterm(t)
+			})
+		}
+	}
+}
+
+// TestSIGTERMDuringFirstRound: SIGTERM right after the listeners are up, while the first round
+// is still waiting on an Envoy admin that never answers, ends serve within 2s.
+func TestSIGTERMDuringFirstRound(t *testing.T) {
+	cfg := writeConfig(t, fmt.Sprintf("envoys:\n  - name: hole\n    admin: http://%s\npolicy:\n  timeout: 30s\n", blackhole(t)))
+	p := startServe(t, nil, "--config", cfg, "--web.listen-address", "127.0.0.1:0", "--interval", "60s")
+	p.listening(t, 1)
+	if code, _ := get(t, "GET", p.metrics+"/-/ready"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/-/ready %d: the first round should still be running", code)
+	}
+	p.sigterm(t)
+}
