@@ -170,6 +170,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	}
 	var probeSrv *http.Server
 	var probeL net.Listener
+	probeLimit := connlimit.New(1)
 	if c.ProbeAddress != "" {
 		l, err := net.Listen("tcp", c.ProbeAddress)
 		if err != nil {
@@ -179,7 +180,6 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 		log.Info("serving probes", "address", l.Addr().String())
 		mux := http.NewServeMux()
 		x.health(mux)
-		var probeLimit *connlimit.Limiter
 		probeSrv, probeLimit = c.httpServer(mux)
 		probeL = probeLimit.Listener(l)
 	}
@@ -209,6 +209,9 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	cancel()
 	shutCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer done()
+	// Silent and idle connections go now; Shutdown then waits only for requests in progress.
+	limit.Close()
+	probeLimit.Close()
 	_ = srv.Shutdown(shutCtx)
 	if probeSrv != nil {
 		_ = probeSrv.Shutdown(shutCtx)

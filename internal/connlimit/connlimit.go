@@ -23,11 +23,12 @@ import (
 type Limiter struct {
 	max int
 
-	mu    sync.Mutex
-	conns map[*conn]*list.Element // every open admitted connection; the element when evictable
-	idle  *list.List              // evictable connections, longest idle first
-	shed  uint64
-	evict uint64
+	mu     sync.Mutex
+	conns  map[*conn]*list.Element // every open admitted connection; the element when evictable
+	idle   *list.List              // evictable connections, longest idle first
+	shed   uint64
+	evict  uint64
+	closed bool
 }
 
 // New returns a Limiter for at most max open connections (max ≥ 1).
@@ -82,6 +83,9 @@ func (ln *listener) Accept() (net.Conn, error) {
 func (l *Limiter) admit(c *conn) (victim *conn, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil, false
+	}
 	if len(l.conns) >= l.max {
 		front := l.idle.Front()
 		if front == nil {
@@ -96,6 +100,23 @@ func (l *Limiter) admit(c *conn) (victim *conn, ok bool) {
 	// A new connection has sent nothing yet: evictable until its first request arrives.
 	l.conns[c] = l.idle.PushBack(c)
 	return victim, true
+}
+
+// Close refuses every further connection and closes those not busy with a request, for a
+// shutdown: http.Server.Shutdown waits for a connection that has sent nothing yet for up to five
+// seconds, so a flood of silent connections would otherwise hold a terminating process past its
+// grace period. Requests in progress finish.
+func (l *Limiter) Close() {
+	l.mu.Lock()
+	l.closed = true
+	var victims []*conn
+	for e := l.idle.Front(); e != nil; e = e.Next() {
+		victims = append(victims, e.Value.(*conn))
+	}
+	l.mu.Unlock()
+	for _, c := range victims {
+		c.Close()
+	}
 }
 
 // ConnState is the http.Server.ConnState hook that tells busy connections from idle ones. Chain

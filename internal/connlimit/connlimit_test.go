@@ -102,3 +102,39 @@ func TestBusyNotEvicted(t *testing.T) {
 		t.Errorf("stats %+v: want a refusal and no eviction", s)
 	}
 }
+
+// TestCloseDropsIdleKeepsBusy: at shutdown, silent connections are closed at once (Shutdown
+// would wait for them) and new ones refused, while a request in progress finishes.
+func TestCloseDropsIdleKeepsBusy(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	addr, lim := serve(t, 10, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		entered <- struct{}{}
+		<-release
+		io.WriteString(w, "done")
+	}))
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	result := make(chan error, 1)
+	go func() {
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		result <- err
+	}()
+	<-entered
+	waitOpen(t, lim, 2)
+	lim.Close()
+	silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err == nil {
+		t.Error("a silent connection survived Close")
+	}
+	close(release)
+	if err := <-result; err != nil {
+		t.Errorf("the request in progress was cut: %v", err)
+	}
+}
