@@ -95,12 +95,14 @@ func (p *serveProc) exited(t *testing.T, d time.Duration) int {
 // sigterm sends SIGTERM and requires the process to end within 2s with exit 0.
 func (p *serveProc) sigterm(t *testing.T) {
 	t.Helper()
+	sent := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM: %v", err)
 	}
 	if code := p.exited(t, 2*time.Second); code != codeClean {
 		t.Errorf("exit %d after SIGTERM, want 0", code)
 	}
+	t.Logf("exited %s after SIGTERM", time.Since(sent).Round(time.Millisecond))
 }
 
 // TestHostileFiles: a FIFO with no writer and /dev/zero, named as a client certificate, as the
