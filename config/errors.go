@@ -178,8 +178,8 @@ func (x *fileIndex) validationError(err error) *FieldError {
 
 // parent is the path one level up: "a.b[2]" → "a.b", "a.b" → "a".
 func parent(p string) string {
-	if strings.HasSuffix(p, "]") {
-		return p[:strings.LastIndex(p, "[")]
+	if i := strings.LastIndex(p, "["); i >= 0 && strings.HasSuffix(p, "]") {
+		return p[:i]
 	}
 	if i := strings.LastIndex(p, "."); i >= 0 {
 		return p[:i]

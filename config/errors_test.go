@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,6 +10,14 @@ import (
 
 // TestParseReportsEveryError: decoding goes on past a bad duration and values of the wrong type,
 // and every problem names its line and field, whether the decoder or the validation found it.
+func TestLoadReportsEveryError(t *testing.T) {
+	_, err := Load(filepath.Join("testdata", "three_errors.yaml"))
+	var es Errors
+	if !errors.As(err, &es) || len(es) != 3 {
+		t.Fatalf("Load(three_errors.yaml): %v, want three config.Errors", err)
+	}
+}
+
 func TestParseReportsEveryError(t *testing.T) {
 	type at struct {
 		Line  int

@@ -212,3 +212,33 @@ func TestSIGTERMDuringFirstRound(t *testing.T) {
 	}
 	p.sigterm(t)
 }
+
+// TestConfigEveryError: a configuration with three different bad values (a list where an
+// address goes, a duration in words, a word where a number goes) is refused by `audit
+// --config.check` and by `serve` with all three errors, each with its line and field.
+func TestConfigEveryError(t *testing.T) {
+	cfg, err := filepath.Abs(filepath.Join("..", "..", "config", "testdata", "three_errors.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"line 8: envoys[0].endpoints[0].address: ",
+		`line 10: policy.grace: time: unknown unit " minutes"`,
+		"line 11: policy.max_bundle_cas: cannot unmarshal",
+	}
+	r := certdrift(t, nil, "audit", "--config.check", "--config", cfg)
+	if r.code != codeNoRun {
+		t.Errorf("audit --config.check: exit %d, want %d", r.code, codeNoRun)
+	}
+	p := startServe(t, nil, "--config", cfg, "--web.listen-address", "127.0.0.1:0")
+	if code := p.exited(t, 10*time.Second); code != codeNoRun {
+		t.Errorf("serve: exit %d, want %d", code, codeNoRun)
+	}
+	for _, out := range []string{r.stderr, p.logs.String()} {
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("output lacks %q:\n%s", w, out)
+			}
+		}
+	}
+}
