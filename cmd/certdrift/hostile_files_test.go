@@ -242,3 +242,25 @@ func TestConfigEveryError(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileKubeconfig: a FIFO or /dev/zero as --kubeconfig stops audit and serve at once with
+// exit 2, naming the file.
+func TestHostileKubeconfig(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	for _, path := range []string{fifo, "/dev/zero"} {
+		r := certdrift(t, nil, "audit", "--kubeconfig", path)
+		if r.code != codeNoRun || !strings.Contains(r.stderr, path) || !strings.Contains(r.stderr, "not a regular file") {
+			t.Errorf("audit --kubeconfig %s: want exit 2 naming the file\n%s", path, r)
+		}
+		p := startServe(t, nil, "--kubeconfig", path, "--web.listen-address", "127.0.0.1:0")
+		if code := p.exited(t, 10*time.Second); code != codeNoRun {
+			t.Errorf("serve --kubeconfig %s: exit %d, want 2", path, code)
+		}
+		if logs := p.logs.String(); !strings.Contains(logs, path) || !strings.Contains(logs, "not a regular file") {
+			t.Errorf("serve --kubeconfig %s does not name the file:\n%s", path, logs)
+		}
+	}
+}
