@@ -170,7 +170,7 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	}
 	var probeSrv *http.Server
 	var probeL net.Listener
-	probeLimit := connlimit.New(1)
+	var probeLimit *connlimit.Limiter
 	if c.ProbeAddress != "" {
 		l, err := net.Listen("tcp", c.ProbeAddress)
 		if err != nil {

@@ -105,8 +105,11 @@ func (l *Limiter) admit(c *conn) (victim *conn, ok bool) {
 // Close refuses every further connection and closes those not busy with a request, for a
 // shutdown: http.Server.Shutdown waits for a connection that has sent nothing yet for up to five
 // seconds, so a flood of silent connections would otherwise hold a terminating process past its
-// grace period. Requests in progress finish.
+// grace period. Requests in progress finish. A nil Limiter (no such port) has nothing to close.
 func (l *Limiter) Close() {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	l.closed = true
 	var victims []*conn
