@@ -264,3 +264,38 @@ func TestHostileKubeconfig(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileWebConfig: a FIFO or /dev/zero as --web.config.file, or as a file it names, stops
+// serve at once with exit 2, naming the file (exporter-toolkit alone would block on the FIFO).
+func TestHostileWebConfig(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatalf("mkfifo: %v", err)
+	}
+	cfg := writeConfig(t, "envoys:\n  - name: e\n    admin: http://127.0.0.1:1\n")
+	naming := func(file string) string {
+		p := filepath.Join(t.TempDir(), "web.yaml")
+		body := fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\n", file, file)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, tc := range map[string]struct{ webConfig, names string }{
+		"FIFO":           {fifo, fifo},
+		"DevZero":        {"/dev/zero", "/dev/zero"},
+		"CertFileFIFO":   {naming(fifo), "tls_server_config.cert_file"},
+		"CertFileDevice": {naming("/dev/zero"), "tls_server_config.cert_file"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := startServe(t, nil, "--config", cfg, "--web.config.file", tc.webConfig, "--web.listen-address", "127.0.0.1:0")
+			if code := p.exited(t, 10*time.Second); code != codeNoRun {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if logs := p.logs.String(); !strings.Contains(logs, tc.names) || !strings.Contains(logs, "not a regular file") {
+				t.Errorf("serve does not name %s as not a regular file:\n%s", tc.names, logs)
+			}
+		})
+	}
+}
