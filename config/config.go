@@ -9,10 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/certdrift/certdrift/internal/boundedfile"
 )
 
 // MaxFileBytes bounds the config file; a config is hand-written and never near this.
@@ -144,16 +145,21 @@ type Duration time.Duration
 
 // UnmarshalYAML parses a Go duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	// A *yaml.TypeError lets the decoder go on to the next field, so one bad duration does not
+	// hide the errors after it.
+	bad := func(format string, a ...any) error {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: ", n.Line) + fmt.Sprintf(format, a...)}}
+	}
 	var s string
-	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: duration must be a string like \"90s\"", n.Line)
+	if n.Kind != yaml.ScalarNode || n.Decode(&s) != nil {
+		return bad("duration must be a string like \"90s\"")
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return bad("%v", err)
 	}
 	if v < 0 {
-		return fmt.Errorf("line %d: duration %q is negative", n.Line, s)
+		return bad("duration %q is negative", s)
 	}
 	*d = Duration(v)
 	return nil
@@ -170,17 +176,10 @@ func Load(path string) (*Config, error) { return load(path, Parse) }
 func LoadCluster(path string) (*Config, error) { return load(path, ParseCluster) }
 
 func load(path string, parse func([]byte) (*Config, error)) (*Config, error) {
-	f, err := os.Open(path)
+	// boundedfile: a FIFO or a device given as --config must fail at once, never hang a reload.
+	data, _, err := boundedfile.Read(path, MaxFileBytes)
 	if err != nil {
-		return nil, fmt.Errorf("open config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
-	}
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("config %s is larger than %d bytes", path, MaxFileBytes)
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	c, err := parse(data)
 	if err != nil {
@@ -189,48 +188,57 @@ func load(path string, parse func([]byte) (*Config, error)) (*Config, error) {
 	return c, nil
 }
 
-// Parse decodes strictly, applies defaults and validates.
+// Parse decodes strictly, applies defaults and validates. Its error, when the file is YAML, is
+// Errors: every problem at once, each with its line and field.
 func Parse(data []byte) (*Config, error) {
-	c, err := decode(data)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return parse(data, (*Config).Validate)
 }
 
 // ParseCluster is Parse for the Kubernetes mode: desired and envoys are refused (they come from
 // the cluster), and pairing sources name Secrets as "namespace/name".
 func ParseCluster(data []byte) (*Config, error) {
-	c, err := decode(data)
+	return parse(data, (*Config).ValidateCluster)
+}
+
+func parse(data []byte, validate func(*Config) error) (*Config, error) {
+	c, x, terr, err := decode(data)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.ValidateCluster(); err != nil {
+	if err := x.collect(terr, validate(c)); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func decode(data []byte) (*Config, error) {
+// decode decodes strictly but goes on past values of the wrong type, unknown fields and bad
+// durations (all *yaml.TypeError), returning them with an index of the file to place them. err is
+// for what stops decoding: a syntax error, an empty file, a second document.
+func decode(data []byte) (*Config, *fileIndex, *yaml.TypeError, error) {
+	var root yaml.Node
+	nd := yaml.NewDecoder(bytes.NewReader(data))
+	if err := nd.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, nil, errors.New("config is empty")
+		}
+		return nil, nil, nil, err
+	}
+	var extra yaml.Node
+	if err := nd.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, nil, nil, errors.New("config holds more than one YAML document")
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var c Config
+	var terr *yaml.TypeError
 	if err := dec.Decode(&c); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("config is empty")
+		if !errors.As(err, &terr) {
+			return nil, nil, nil, err
 		}
-		return nil, err
-	}
-	var extra any
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("config holds more than one YAML document")
 	}
 	c.applyDefaults()
 	c.expandMutual()
-	return &c, nil
+	return &c, indexFile(&root), terr, nil
 }
 
 // expandMutual adds the reverse of every mutual pairing: in mTLS each side's bundle must accept

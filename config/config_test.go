@@ -289,7 +289,7 @@ func TestValidate(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"good.yaml", "dangling_refs.yaml", "unknown_field.yaml", "multi_document.yaml"} {
+	for _, name := range []string{"good.yaml", "dangling_refs.yaml", "unknown_field.yaml", "multi_document.yaml", "three_errors.yaml", "bad_duration.yaml"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -119,8 +118,7 @@ func probeEndpoints(ctx context.Context, es []config.Envoy, views []audit.EnvoyV
 			t := tlsprobe.Target{Address: ep.Address, ALPN: ep.ALPN, Timeout: opt.Timeout}
 			var certErr error
 			if cc := ep.ClientCert; cc != nil {
-				// LoadX509KeyPair's errors name the problem, never the key bytes.
-				pair, err := tls.LoadX509KeyPair(cc.CertFile, cc.KeyFile)
+				pair, err := loadClientCert(cc.CertFile, cc.KeyFile)
 				if err != nil {
 					certErr = fmt.Errorf("load client certificate %s / %s for %s: %w", cc.CertFile, cc.KeyFile, ep.Address, err)
 					log.Warn("client certificate not loaded", "envoy", e.Name, "endpoint", ep.Address, "cert_file", cc.CertFile, "err", err)

@@ -28,6 +28,11 @@ const maxFallbackSNIs = 8
 
 // kubeRestConfig loads the client configuration from a kubeconfig file and optional context.
 func kubeRestConfig(path, kctx string) (*rest.Config, error) {
+	// client-go reads the file with os.ReadFile: checked first through boundedfile so that a FIFO
+	// or a device named by --kubeconfig fails at once instead of hanging (see checkKubeconfig).
+	if err := checkKubeconfig(path); err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
 	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kctx}).ClientConfig()
 	if err != nil {

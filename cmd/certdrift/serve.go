@@ -24,6 +24,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/internal/connlimit"
 	"github.com/certdrift/certdrift/probe/kube"
 )
 
@@ -36,6 +37,9 @@ type serveCmd struct {
 	ProbeAddress  string        `name:"web.probe-address" placeholder:"ADDR" env:"CERTDRIFT_WEB_PROBE_ADDRESS" help:"Optional plain-HTTP address serving only /-/healthy and /-/ready, for kubelet probes when the metrics port requires TLS or auth."`
 	ScrapeTimeout time.Duration `name:"web.scrape-timeout" default:"10s" env:"CERTDRIFT_WEB_SCRAPE_TIMEOUT" help:"Most time one /metrics request may take."`
 	MaxRequests   int           `name:"web.max-requests" default:"10" env:"CERTDRIFT_WEB_MAX_REQUESTS" help:"Most /metrics requests served at once; more get 503."`
+	MaxConns      int           `name:"web.max-connections" default:"512" env:"CERTDRIFT_WEB_MAX_CONNECTIONS" help:"Most connections held open by the metrics addresses together, and by the probe address; over it the longest-idle connection is closed."`
+	IdleTimeout   time.Duration `name:"web.idle-timeout" default:"15s" env:"CERTDRIFT_WEB_IDLE_TIMEOUT" help:"How long a keep-alive connection may wait for its next request."`
+	HeaderTimeout time.Duration `name:"web.read-header-timeout" default:"5s" env:"CERTDRIFT_WEB_READ_HEADER_TIMEOUT" help:"How long a client may take to send its request headers (and its TLS handshake)."`
 	Interval      time.Duration `default:"30s" env:"CERTDRIFT_INTERVAL" help:"Time between rounds of admin reads and handshakes."`
 	Jitter        float64       `default:"0.1" env:"CERTDRIFT_JITTER" help:"Fraction of --interval by which each wait is randomly shortened or lengthened, so replicas do not probe in step."`
 	RoundTimeout  time.Duration `name:"round-timeout" default:"0s" env:"CERTDRIFT_ROUND_TIMEOUT" help:"Deadline for one round; 0 means --interval."`
@@ -62,6 +66,10 @@ func (c *serveCmd) Validate() error {
 		return errors.New("durations must not be negative")
 	case c.MaxRequests < 1:
 		return fmt.Errorf("--web.max-requests %d: want at least 1", c.MaxRequests)
+	case c.MaxConns < 1:
+		return fmt.Errorf("--web.max-connections %d: want at least 1", c.MaxConns)
+	case c.IdleTimeout <= 0 || c.HeaderTimeout <= 0:
+		return errors.New("--web.idle-timeout and --web.read-header-timeout must be positive")
 	case c.TotalShards < 1:
 		return fmt.Errorf("--total-shards %d: want at least 1", c.TotalShards)
 	case c.Shard < 0 || c.Shard >= c.TotalShards:
@@ -80,6 +88,9 @@ func (c *serveCmd) Validate() error {
 		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
 	}
 	if c.WebConfigFile != "" {
+		if err := checkWebConfigFiles(c.WebConfigFile); err != nil {
+			return fmt.Errorf("--web.config.file %s: %w", c.WebConfigFile, err)
+		}
 		if err := web.Validate(c.WebConfigFile); err != nil {
 			return fmt.Errorf("--web.config.file %s: %w", c.WebConfigFile, err)
 		}
@@ -147,28 +158,30 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	}
 
 	listeners := make([]net.Listener, 0, len(c.ListenAddress))
+	srv, limit := c.httpServer(x.handler(metrics, b))
 	for _, a := range c.ListenAddress {
 		l, err := net.Listen("tcp", a)
 		if err != nil {
 			closeAll(listeners)
 			return noRun(fmt.Errorf("--web.listen-address %s: %w", a, err))
 		}
-		listeners = append(listeners, l)
+		listeners = append(listeners, limit.Listener(l))
 		log.Info("serving metrics", "address", l.Addr().String())
 	}
-	srv := &http.Server{Handler: x.handler(metrics, b), ReadHeaderTimeout: 10 * time.Second}
 	var probeSrv *http.Server
 	var probeL net.Listener
+	var probeLimit *connlimit.Limiter
 	if c.ProbeAddress != "" {
-		probeL, err = net.Listen("tcp", c.ProbeAddress)
+		l, err := net.Listen("tcp", c.ProbeAddress)
 		if err != nil {
 			closeAll(listeners)
 			return noRun(fmt.Errorf("--web.probe-address %s: %w", c.ProbeAddress, err))
 		}
-		log.Info("serving probes", "address", probeL.Addr().String())
+		log.Info("serving probes", "address", l.Addr().String())
 		mux := http.NewServeMux()
 		x.health(mux)
-		probeSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		probeSrv, probeLimit = c.httpServer(mux)
+		probeL = probeLimit.Listener(l)
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -196,15 +209,40 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 	cancel()
 	shutCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer done()
+	// Silent and idle connections go now; Shutdown then waits only for requests in progress.
+	limit.Close()
+	probeLimit.Close()
 	_ = srv.Shutdown(shutCtx)
 	if probeSrv != nil {
 		_ = probeSrv.Shutdown(shutCtx)
 	}
-	wg.Wait()
+	// The shutdown is bounded as a whole: a goroutine stuck where no context reaches (a read of
+	// the exporter-toolkit's, a kernel call) must not keep a terminated process alive past its
+	// grace period.
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-shutCtx.Done():
+		log.Error("shutdown grace period over with work still running; exiting anyway")
+	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return noRun(fmt.Errorf("serve: %w", serveErr))
 	}
 	return nil
+}
+
+// httpServer is one port's server: timeouts so that silent and idle clients let go of their
+// connection, and a cap so that a flood of them cannot use up the file descriptors the rounds
+// need (issue 15).
+func (c *serveCmd) httpServer(h http.Handler) (*http.Server, *connlimit.Limiter) {
+	limit := connlimit.New(c.MaxConns)
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.HeaderTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		ConnState:         limit.ConnState,
+	}, limit
 }
 
 func closeAll(ls []net.Listener) {
@@ -259,7 +297,13 @@ func (x *exporter) handler(metrics http.Handler, b buildInfo) http.Handler {
 		case <-r.Context().Done():
 			return
 		}
-		if err := <-answer; err != nil {
+		var err error
+		select {
+		case err = <-answer:
+		case <-r.Context().Done():
+			return // the client left, or the server is shutting down
+		}
+		if err != nil {
 			http.Error(w, "reload failed: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -312,7 +356,11 @@ func (x *exporter) signals(ctx context.Context) {
 			answer := make(chan error, 1)
 			select {
 			case x.reload <- answer:
-				<-answer
+				select {
+				case <-answer:
+				case <-ctx.Done():
+					return
+				}
 			case <-ctx.Done():
 				return
 			}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/certdrift/certdrift/internal/boundedfile"
 	"github.com/certdrift/certdrift/pki"
 )
 
@@ -169,7 +169,7 @@ func (r *reader) readMerged(v *view, src Source) ([]Item, error) {
 		return nil, fmt.Errorf("source %s: merged certificate and key suffix are both %q", src.Dir, cs)
 	}
 	caName := or(src.CAKey, DefaultCAKey)
-	d, err := os.Open(v.base)
+	d, err := boundedfile.OpenDir(v.base)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", src.Dir, unwrapPath(err))
 	}

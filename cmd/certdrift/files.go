@@ -1,0 +1,84 @@
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"path/filepath"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/internal/boundedfile"
+	"github.com/certdrift/certdrift/pki"
+)
+
+// loadClientCert is tls.LoadX509KeyPair through boundedfile: the files named by
+// client_cert.cert_file/key_file may be a FIFO or /dev/zero, which LoadX509KeyPair would wait on
+// forever or read until the process dies. Its errors name the file and the problem, never bytes.
+func loadClientCert(certFile, keyFile string) (tls.Certificate, error) {
+	max := int64(pki.DefaultLimits.MaxBytes)
+	certPEM, _, err := boundedfile.Read(certFile, max)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, _, err := boundedfile.Read(keyFile, max)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// checkWebConfigFiles reads the exporter-toolkit web configuration and the certificate files it
+// names through boundedfile before web.Validate reads them with os.ReadFile, which blocks on a
+// FIFO and has no size limit. exporter-toolkit reads these files again on every request and TLS
+// handshake with os.ReadFile (so that rotated certificates apply without a restart); that path is
+// the toolkit's and cannot be routed here without forking it, so a file replaced by a FIFO after
+// start stalls those requests (never the rounds, the probe port or shutdown): see docs/operate.md.
+func checkWebConfigFiles(path string) error {
+	data, _, err := boundedfile.Read(path, config.MaxFileBytes)
+	if err != nil {
+		return err
+	}
+	var wc struct {
+		TLS struct {
+			CertFile     string `yaml:"cert_file"`
+			KeyFile      string `yaml:"key_file"`
+			ClientCAFile string `yaml:"client_ca_file"`
+		} `yaml:"tls_server_config"`
+	}
+	// Not strict and errors ignored: web.Validate, next, judges the file; this only finds paths.
+	_ = yaml.Unmarshal(data, &wc)
+	for _, f := range []struct{ field, path string }{
+		{"tls_server_config.cert_file", wc.TLS.CertFile},
+		{"tls_server_config.key_file", wc.TLS.KeyFile},
+		{"tls_server_config.client_ca_file", wc.TLS.ClientCAFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		p := f.path
+		if !filepath.IsAbs(p) {
+			// As the toolkit does (TLSConfig.SetDirectory): relative to the web config's directory.
+			p = filepath.Join(filepath.Dir(path), p)
+		}
+		if _, _, err := boundedfile.Read(p, int64(pki.DefaultLimits.MaxBytes)); err != nil {
+			return fmt.Errorf("%s: %w", f.field, err)
+		}
+	}
+	return nil
+}
+
+// maxKubeconfigBytes bounds --kubeconfig: kubeconfigs embed certificates, so allow many clusters.
+const maxKubeconfigBytes = 16 << 20
+
+// checkKubeconfig reads --kubeconfig through boundedfile before client-go reads it again with
+// os.ReadFile (as it does the certificate, key and token files the kubeconfig names, on its own
+// schedule: those are client-go's). A check then a read leaves a moment for the path to be
+// swapped; it stops the plain mistakes and hostile paths, which is what hung the process.
+func checkKubeconfig(path string) error {
+	if path == "" {
+		return nil
+	}
+	_, _, err := boundedfile.Read(path, maxKubeconfigBytes)
+	return err
+}
