@@ -32,7 +32,8 @@ func (l *Lease) Shrink(n int64) {
 // pays for: sizeHint (a Content-Length; <= 0 when unknown) sizes the first buffer, which otherwise
 // starts small and doubles. The lease holds the buffer's capacity when ReadAll returns; the caller
 // releases it when done with the bytes. A read past max returns max+1 bytes: the caller decides
-// what a too-large body means.
+// what a too-large body means. While a buffer doubles, the old and the new one are both held: a
+// budget must be at least 1.5 times max for a read of max bytes to fit.
 func (l *Lease) ReadAll(ctx context.Context, r io.Reader, max, sizeHint int64) ([]byte, error) {
 	size := int64(minChunk)
 	if sizeHint > 0 {
@@ -78,7 +79,12 @@ type Conn struct {
 	lease  *Lease
 	factor int64
 	read   int64
+	err    error
 }
+
+// Err is the budget error that failed a read, if one did: the caller's own error (a handshake
+// ended by its context) may hide it.
+func (c *Conn) Err() error { return c.err }
 
 // NewConn wraps c; release the lease when done with what was read.
 func NewConn(ctx context.Context, c net.Conn, lease *Lease, factor int64) *Conn {
@@ -90,6 +96,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	// that no read can overrun what is held.
 	if (c.read+int64(len(p)))*c.factor > c.lease.Held() {
 		if err := c.lease.Grow(c.ctx, minChunk*c.factor); err != nil {
+			c.err = err
 			return 0, err
 		}
 	}
