@@ -119,8 +119,8 @@ func TestTransportsReuse(t *testing.T) {
 		}
 		_, _ = c.Certs(context.Background())
 	}
-	if conns > maxIdlePerHost {
-		t.Fatalf("20 rounds opened %d connections, want at most %d", conns, maxIdlePerHost)
+	if conns > maxConnsPerHost {
+		t.Fatalf("20 rounds opened %d connections, want at most %d", conns, maxConnsPerHost)
 	}
 	p.Retain(nil)
 	if p.Len() != 0 {

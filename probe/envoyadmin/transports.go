@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// Idle connection bounds of the transports made here: a round reads each Envoy with up to four
-// requests at once, so two idle connections per admin are kept between rounds, and dropped after
-// IdleConnTimeout when rounds are further apart than that.
+// Connection bounds of the transports made here: a Snapshot makes four requests at once (/certs,
+// /config_dump, /stats, /server_info), so four connections per admin at most, kept idle between
+// rounds to be reused by the next, and dropped after idleConnTimeout when rounds are further apart
+// than that.
 const (
-	maxIdlePerHost  = 2
+	maxConnsPerHost = 4
 	idleConnTimeout = 90 * time.Second
 )
 
@@ -22,8 +23,8 @@ func newTransport() *http.Transport {
 		// from the environment.
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: DefaultTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: maxIdlePerHost,
-		MaxConnsPerHost:     8,
+		MaxIdleConnsPerHost: maxConnsPerHost,
+		MaxConnsPerHost:     maxConnsPerHost,
 		IdleConnTimeout:     idleConnTimeout,
 	}
 }
