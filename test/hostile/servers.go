@@ -173,7 +173,7 @@ func (k ForeignKey) Leaks(out string) (bool, string) {
 		}
 		for i := 0; i+w <= len(f); i++ {
 			if j := strings.Index(out, f[i:i+w]); j >= 0 {
-				return true, fmt.Sprintf("%d characters of the key's %s form at byte %d of the output", w, name, j)
+				return true, fmt.Sprintf("%d characters of the key's %s form at byte %d of the output, in %q (letters and digits masked)", w, name, j, mask(out[max(0, j-60):min(len(out), j+40)]))
 			}
 		}
 	}
@@ -346,4 +346,16 @@ func LongChainTLS(t testing.TB, n int) string {
 		_ = tc.Handshake()
 		_, _ = tc.Read(make([]byte, 1))
 	})
+}
+
+// mask hides letters and digits (and any byte that is not printable ASCII), so the context of a
+// leak can be shown without showing the leak.
+func mask(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c < 0x20 || c > 0x7e {
+			b[i] = '*'
+		}
+	}
+	return string(b)
 }
