@@ -33,6 +33,7 @@ type envoy struct {
 	name, admin string
 	endpoints   []string
 	sni         string
+	source      string // the desired source the endpoints must serve
 }
 
 // desired writes a desired source (a real leaf and its key) and returns its directory and the
@@ -59,10 +60,13 @@ func writeConfig(t *testing.T, dir string, es []envoy, timeout time.Duration) st
 				if e.sni != "" {
 					fmt.Fprintf(&b, "        sni: [%s]\n", e.sni)
 				}
+				if e.source != "" {
+					fmt.Fprintf(&b, "        source: %s\n", e.source)
+				}
 			}
 		}
 	}
-	fmt.Fprintf(&b, "policy:\n  timeout: %s\n", timeout)
+	fmt.Fprintf(&b, "policy:\n  timeout: %s\n  grace: 1s\n", timeout)
 	p := filepath.Join(t.TempDir(), "certdrift.yaml")
 	proc.WriteFile(t, p, b.String())
 	return p

@@ -311,7 +311,8 @@ func GarbageTLS(t testing.TB, k ForeignKey) string {
 	})
 }
 
-// LongChainTLS serves a leaf followed by n-1 more certificates, each signed by the next.
+// LongChainTLS serves a leaf followed by n-1 more certificates, each signed by the next, all
+// expired an hour ago (so that each could be a finding of its own).
 func LongChainTLS(t testing.TB, n int) string {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -320,13 +321,13 @@ func LongChainTLS(t testing.TB, n int) string {
 	}
 	// One key for the whole chain keeps minting 500 certificates fast; the chain is what matters.
 	var chain [][]byte
-	notAfter := time.Now().Add(365 * 24 * time.Hour)
+	notAfter := time.Now().Add(-time.Hour)
 	for i := range n {
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(int64(i + 1)),
 			Subject:      pkix.Name{CommonName: fmt.Sprintf("chain-%d", i)},
 			Issuer:       pkix.Name{CommonName: fmt.Sprintf("chain-%d", i+1)},
-			NotBefore:    time.Now().Add(-time.Hour), NotAfter: notAfter,
+			NotBefore:    time.Now().Add(-48 * time.Hour), NotAfter: notAfter,
 			IsCA: i > 0, BasicConstraintsValid: true,
 		}
 		if i == 0 {
