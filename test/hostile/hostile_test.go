@@ -22,7 +22,15 @@ import (
 
 var bin string
 
-func TestMain(m *testing.M) { cdbin.Main(m, &bin) }
+// TestMain builds certdrift; CERTDRIFT_HOSTILE_BIN runs the same attacks against another build
+// instead (docs/benchmarks.md compares the build before issue 15 this way: there the bounds fail).
+func TestMain(m *testing.M) {
+	if b := os.Getenv("CERTDRIFT_HOSTILE_BIN"); b != "" {
+		bin = b
+		os.Exit(m.Run())
+	}
+	cdbin.Main(m, &bin)
+}
 
 // MemoryLimit is the chart's memory limit (deploy/helm values.yaml, 256Mi): the bound every
 // hostile run must stay under.
