@@ -29,6 +29,24 @@ const DefaultLimit = 64 << 20
 // waited, or waiting would have deadlocked with the other holders.
 var ErrExhausted = errors.New("network read memory budget exhausted")
 
+// exhausted is every error Grow returns: it is ErrExhausted (errors.Is), unwraps to the context's
+// error when the deadline ended the wait, and reports itself Unreachable, so that the audit calls
+// the read a gap in coverage (UNREACHABLE) rather than a malformed answer.
+type exhausted struct {
+	msg   string
+	cause error
+}
+
+func (e *exhausted) Error() string {
+	if e.cause != nil {
+		return ErrExhausted.Error() + ": " + e.msg + ": " + e.cause.Error()
+	}
+	return ErrExhausted.Error() + ": " + e.msg
+}
+func (e *exhausted) Is(target error) bool { return target == ErrExhausted }
+func (e *exhausted) Unwrap() error        { return e.cause }
+func (e *exhausted) Unreachable() bool    { return true }
+
 // Budget is a bound on bytes held by network reads. The zero value is not usable; see New.
 type Budget struct {
 	mu      sync.Mutex
@@ -93,7 +111,7 @@ func (l *Lease) Grow(ctx context.Context, n int64) error {
 	}
 	b := l.b
 	if l.held+n > b.limit {
-		return fmt.Errorf("%w: %d bytes wanted, the budget is %d bytes in all", ErrExhausted, l.held+n, b.limit)
+		return &exhausted{msg: fmt.Sprintf("%d bytes wanted, the budget is %d bytes in all", l.held+n, b.limit)}
 	}
 	b.mu.Lock()
 	for {
@@ -110,7 +128,7 @@ func (l *Lease) Grow(ctx context.Context, n int64) error {
 		if l.held > 0 && b.waiting+1 >= b.holders {
 			held, used := l.held, b.used
 			b.mu.Unlock()
-			return fmt.Errorf("%w: holding %d bytes, %d more wanted, %d of %d bytes held by readers all waiting for more", ErrExhausted, held, n, used, b.limit)
+			return &exhausted{msg: fmt.Sprintf("holding %d bytes, %d more wanted, %d of %d bytes held by readers all waiting for more", held, n, used, b.limit)}
 		}
 		ch := b.changed
 		if l.held > 0 {
@@ -130,7 +148,7 @@ func (l *Lease) Grow(ctx context.Context, n int64) error {
 		if err != nil {
 			used := b.used
 			b.mu.Unlock()
-			return fmt.Errorf("%w: waited for %d bytes (%d of %d held by other reads) until the read's deadline: %w", ErrExhausted, n, used, b.limit, err)
+			return &exhausted{msg: fmt.Sprintf("waited for %d bytes (%d of %d held by other reads) until the read's deadline", n, used, b.limit), cause: err}
 		}
 	}
 }
