@@ -20,10 +20,12 @@ import (
 )
 
 // DefaultLimit is the process-wide budget: the most bytes held at once by reads from the network.
-// With DefaultMaxBodyBytes (16 MiB) per admin response, it lets four maximal bodies be read at
-// once and hundreds of ordinary ones (a /config_dump with secret and listener masks is tens to
-// hundreds of KB). docs/operate.md derives the memory limit of the chart from it.
-const DefaultLimit = 64 << 20
+// It fits one admin body of the maximal 16 MiB (envoyadmin.DefaultMaxBodyBytes; 24 MiB while its
+// buffer last doubles) next to hundreds of ordinary ones (a /config_dump with secret and listener
+// masks is tens to hundreds of KB). Measured, each MiB of budget costs up to ≈ 3 MiB of RSS (the
+// bytes, as much again of garbage before the GC runs, decoding): docs/operate.md ("Memory")
+// derives the chart's memory limit from it.
+const DefaultLimit = 32 << 20
 
 // ErrExhausted is returned (wrapped) when a read could not get budget: its deadline passed while it
 // waited, or waiting would have deadlocked with the other holders.
