@@ -255,6 +255,13 @@ func (a *auditor) checkLoadedParse(ev *EnvoyView) {
 	for _, part := range snap.ConfigSkipped {
 		parseErr(Subject{}, "config_dump "+part.Part, errors.New(part.Reason))
 	}
+	// More entries than certdrift keeps from one Envoy: the rest were dropped unread.
+	if snap.Truncated != "" {
+		a.add(Finding{Code: ParseError, Severity: Warning, Subject: Subject{Envoy: ev.Config.Name, Endpoint: snap.AdminURL},
+			Evidence: map[string]string{"reason": "truncated", "field": "admin"},
+			Message:  fmt.Sprintf("Envoy %s admin reported more than certdrift reads from one Envoy: %s", ev.Config.Name, printable(snap.Truncated)),
+			Advice:   "what was dropped was not judged; an Envoy with this many TLS contexts or secrets is unusual: check what its admin serves"})
+	}
 }
 
 // unreachableError lets probes mark an error as "nothing usable answered" (for example an HTTP 5xx

@@ -32,7 +32,21 @@ func RenderTable(w io.Writer, r Report) error {
 			fmt.Fprintln(bw)
 		}
 		fmt.Fprintf(bw, "%s %s\n", g.kind, clean(g.name))
+		// Many findings of one code about one subject (a chain of 500 expired certificates, one
+		// finding per certificate) are a few lines in the table; -o json keeps every one.
+		same := map[string]int{}
 		for _, f := range g.findings {
+			same[collapseKey(f)]++
+		}
+		shown := map[string]int{}
+		for _, f := range g.findings {
+			k := collapseKey(f)
+			if shown[k]++; shown[k] > collapseAfter {
+				if shown[k] == collapseAfter+1 {
+					fmt.Fprintf(bw, "  %-8s %-22s … and %d more like these (-o json lists them all)\n", strings.ToUpper(f.Severity.String()), clean(string(f.Code)), same[k]-collapseAfter)
+				}
+				continue
+			}
 			line := fmt.Sprintf("  %-8s %-22s", strings.ToUpper(f.Severity.String()), clean(string(f.Code)))
 			if s := subjectText(f.Subject, g.kind); s != "" {
 				line += " " + s
@@ -59,6 +73,14 @@ func RenderTable(w io.Writer, r Report) error {
 		return fmt.Errorf("write table report: %w", err)
 	}
 	return nil
+}
+
+// collapseAfter is how many findings of one code, severity and subject the table shows before
+// folding the rest into one line.
+const collapseAfter = 3
+
+func collapseKey(f Finding) string {
+	return fmt.Sprintf("%s\x00%d\x00%+v\x00%s", f.Code, f.Severity, f.Subject, f.Advice)
 }
 
 // writeBindings lists every binding with its state, so a reader sees what converged next to what

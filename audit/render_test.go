@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -249,5 +250,35 @@ func TestRenderJSONRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(in, out); diff != "" {
 		t.Errorf("JSON round trip changed the report: -in +out:\n%s", diff)
+	}
+}
+
+// Many findings of one code about one subject fold into one line after the first few; other
+// findings are untouched, and the JSON report keeps them all.
+func TestRenderTableCollapsesRepeats(t *testing.T) {
+	var r Report
+	s := Subject{Envoy: "e", Endpoint: "127.0.0.1:8443", SNI: "a.example.com"}
+	for i := range 50 {
+		r.Findings = append(r.Findings, Finding{Code: Expired, Severity: Critical, Subject: s,
+			Message: fmt.Sprintf("served chain certificate #%d expired", i), Advice: "renew"})
+	}
+	r.Findings = append(r.Findings, Finding{Code: Expired, Severity: Critical, Subject: Subject{Envoy: "e", Endpoint: "other:443"}, Message: "other expired"})
+	var b strings.Builder
+	if err := RenderTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if n := strings.Count(out, "served chain certificate #"); n != collapseAfter {
+		t.Errorf("%d chain findings shown, want %d", n, collapseAfter)
+	}
+	if !strings.Contains(out, fmt.Sprintf("… and %d more like these", 50-collapseAfter)) || !strings.Contains(out, "other expired") {
+		t.Errorf("want the rest folded into one line and the other finding kept:\n%s", out)
+	}
+	b.Reset()
+	if err := RenderJSON(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "served chain certificate #"); n != 50 {
+		t.Errorf("JSON lists %d chain findings, want all 50", n)
 	}
 }

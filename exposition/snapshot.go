@@ -165,7 +165,8 @@ func buildSnapshot(r Round, shard Shard) *snapshot {
 						break
 					}
 				}
-				cs := certSeries{serial: d.SerialText, notBefore: d.ValidFrom, notAfter: d.Expiration}
+				// A serial Envoy printed that is not hex is junk from the admin, not a label value.
+				cs := certSeries{notBefore: d.ValidFrom, notAfter: d.Expiration}
 				if d.Serial != nil {
 					cs.serial = d.Serial.Text(16)
 					if k := known[serialKey(d.Serial, d.Expiration)]; k != nil {

@@ -72,6 +72,8 @@ func SerialsEqual(a, b *big.Int) bool {
 
 // truncate shortens s for an error message, on a rune boundary.
 func truncate(s string, n int) string {
+	// What is quoted in an error may come from a hostile admin: nothing key-like is echoed.
+	s = string(RedactKeyMaterial([]byte(s[:min(len(s), 4096)])))
 	if len(s) <= n {
 		return s
 	}

@@ -25,6 +25,10 @@ type GatherOptions struct {
 	// Limits bound every certificate file read; zero means pki.DefaultLimits.
 	Limits pki.Limits
 	Log    *slog.Logger
+	// Admins keeps one HTTP client per admin URL across rounds (serve passes its own, so that
+	// connections are reused instead of left behind every round); Gather drops the clients of
+	// Envoys no longer configured. nil: a pool for this Gather alone, closed when it returns.
+	Admins *envoyadmin.Transports
 }
 
 // Gather observes the three views described by cfg — desired files, each Envoy's admin endpoint,
@@ -46,6 +50,17 @@ func Gather(ctx context.Context, cfg *config.Config, opt GatherOptions) audit.In
 	in := audit.Inputs{Config: cfg, Envoys: make([]audit.EnvoyView, len(cfg.Envoys))}
 	for i, e := range cfg.Envoys {
 		in.Envoys[i].Config = e
+	}
+
+	if opt.Admins == nil {
+		opt.Admins = &envoyadmin.Transports{}
+		defer opt.Admins.Retain(nil)
+	} else {
+		var keep []string
+		for _, e := range cfg.Envoys {
+			keep = append(keep, e.Admin)
+		}
+		defer opt.Admins.Retain(keep)
 	}
 
 	var wg sync.WaitGroup
@@ -90,7 +105,7 @@ func snapshotAdmins(ctx context.Context, es []config.Envoy, views []audit.EnvoyV
 			return
 		}
 		start := time.Now()
-		c, err := envoyadmin.New(e.Admin, envoyadmin.Options{Timeout: opt.Timeout})
+		c, err := opt.Admins.New(e.Admin, envoyadmin.Options{Timeout: opt.Timeout})
 		if err != nil {
 			// Config validation already checks the URL, so this is rare; record it on every part
 			// so the audit reports the gap rather than an Envoy that looks empty.

@@ -25,6 +25,7 @@ import (
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/exposition"
 	"github.com/certdrift/certdrift/internal/connlimit"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/kube"
 )
 
@@ -115,6 +116,8 @@ type exporter struct {
 	desired *desiredQueue   // Secret changes for the store, between rounds
 	reload  chan chan error // a reload request and where to answer
 	ready   func() bool
+	// admins are the local mode's admin clients, reused across rounds.
+	admins envoyadmin.Transports
 }
 
 func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error {
@@ -480,7 +483,7 @@ func (x *exporter) runRound(ctx context.Context) {
 			SourcesUp: map[string]bool{"kubernetes": inv.Synced() && len(inv.Errors()) == 0}}
 	} else {
 		cfg := x.cfg.Load()
-		in := Gather(rctx, cfg, GatherOptions{Timeout: policy.Timeout.D(), Concurrency: x.c.Concurrency, Log: x.log})
+		in := Gather(rctx, cfg, GatherOptions{Timeout: policy.Timeout.D(), Concurrency: x.c.Concurrency, Log: x.log, Admins: &x.admins})
 		filesUp := true
 		for _, o := range in.Desired {
 			filesUp = filesUp && o.Err == nil

@@ -111,15 +111,17 @@ func certDetails(in []certDetailsJSON, where string) []CertDetail {
 }
 
 // preview is a short excerpt of a body for error messages. Admin bodies hold certificates, never
-// keys (Envoy redacts them), but a hostile server could send anything, so the excerpt is short and
-// escaped as printable does.
+// keys (Envoy redacts them), but a hostile server could send anything: every excerpt passes
+// pki.RedactKeyMaterial (PEM blocks, base64 and hex blobs, binary), then is cut short and escaped
+// as printable does.
 func preview(b []byte) string { return previewN(b, 40) }
 
+// excerptWindow is how much of a body is redacted before the excerpt is cut from it: far more than
+// any excerpt, so a blob that begins inside the excerpt is seen whole enough to be withheld.
+const excerptWindow = 4096
+
 func previewN(b []byte, n int) string {
-	if bytes.Contains(b[:min(len(b), 4096)], []byte("PRIVATE KEY")) {
-		return "[withheld: looks like key material]"
-	}
-	return escape(b, n)
+	return escape(pki.RedactKeyMaterial(b[:min(len(b), excerptWindow)]), n)
 }
 
 func keys[V any](m map[string]V) string {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/certdrift/certdrift/probe/netbudget"
 )
 
 // Options tune a Client. The zero value is usable.
@@ -25,12 +27,22 @@ type Options struct {
 	MaxBodyBytes int64
 	// Now is the clock for Snapshot.CollectedAt and ServerStart (default time.Now).
 	Now func() time.Time
+	// Budget pays for every body read (nil: netbudget.Process(), shared by the whole process), so
+	// that concurrent reads of many Envoys hold at most its limit between them.
+	Budget *netbudget.Budget
+	// MaxEntries bounds the /certs contexts and the config_dump secrets kept from one Envoy
+	// (default DefaultMaxEntries); the rest are dropped and Snapshot.Truncated says so.
+	MaxEntries int
 }
 
 // Defaults for Options.
 const (
 	DefaultTimeout      = 5 * time.Second
 	DefaultMaxBodyBytes = 16 << 20
+	// DefaultMaxEntries is the most /certs contexts, and separately the most secrets, kept from
+	// one Envoy. A real Envoy has one context per TLS filter chain and cluster: thousands are
+	// rare, 50,000 is an admin making series up (issue 15: 150,057 series, a 17 MB scrape).
+	DefaultMaxEntries = 2000
 )
 
 // Client reads one Envoy admin endpoint.
@@ -40,6 +52,8 @@ type Client struct {
 	timeout time.Duration
 	maxBody int64
 	now     func() time.Time
+	budget  *netbudget.Budget
+	maxEnt  int
 }
 
 // New returns a Client for the admin endpoint at baseURL ("http://127.0.0.1:15000").
@@ -63,9 +77,16 @@ func New(baseURL string, opts Options) (*Client, error) {
 		timeout: opts.Timeout,
 		maxBody: opts.MaxBodyBytes,
 		now:     opts.Now,
+		budget:  netbudget.Or(opts.Budget),
+		maxEnt:  opts.MaxEntries,
+	}
+	if c.maxEnt <= 0 {
+		c.maxEnt = DefaultMaxEntries
 	}
 	if c.hc == nil {
-		c.hc = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}}
+		// A caller polling the same Envoy every round should pass a client from a Transports
+		// pool: a transport per Client leaves its idle connections behind each round.
+		c.hc = &http.Client{Transport: newTransport()}
 	}
 	// Envoy's admin never redirects: a 3xx comes from something else, and following it could take
 	// the read (and the port-forward's credentials) to another host. A copy, so that the caller's
@@ -97,22 +118,32 @@ const (
 // Options.Timeout. It always returns a Snapshot; each part carries its own error. Errors name the
 // request ("GET /certs: HTTP 503 ..."), not the admin URL, which is Snapshot.AdminURL.
 func (c *Client) Snapshot(ctx context.Context) *Snapshot {
-	ctx, cancel := c.budget(ctx)
+	ctx, cancel := c.deadline(ctx)
 	defer cancel()
 	s := &Snapshot{AdminURL: c.base}
 	var (
 		wg     sync.WaitGroup
 		uptime time.Duration
+		truncs [2]string
 	)
 	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		s.Contexts, s.CertsErr = c.Certs(ctx)
+		var note string
+		if s.Contexts, note = truncate(s.Contexts, c.maxEnt, "/certs contexts"); note != "" {
+			truncs[0] = note
+		}
 	}()
 	go func() {
 		defer wg.Done()
 		d, err := c.config(ctx)
 		s.Secrets, s.Listeners, s.ConfigSkipped, s.ConfigErr = d.Secrets, d.Listeners, d.Skipped, err
+		var n1, n2, n3 string
+		s.Secrets, n1 = truncate(s.Secrets, c.maxEnt, "config_dump secrets")
+		s.Listeners, n2 = truncate(s.Listeners, c.maxEnt, "config_dump TLS filter chains")
+		s.ConfigSkipped, n3 = truncate(s.ConfigSkipped, c.maxEnt, "unreadable config_dump parts")
+		truncs[1] = joinNonEmpty(n1, n2, n3)
 	}()
 	go func() {
 		defer wg.Done()
@@ -123,6 +154,8 @@ func (c *Client) Snapshot(ctx context.Context) *Snapshot {
 		s.ServerVersion, uptime, s.ServerInfoErr = c.serverInfo(ctx)
 	}()
 	wg.Wait()
+	s.Truncated = joinNonEmpty(truncs[:]...)
+	s.sanitize()
 	s.CollectedAt = c.now()
 	if s.ServerInfoErr == nil && uptime > 0 {
 		s.ServerStart = s.CollectedAt.Add(-uptime).Truncate(time.Second)
@@ -130,16 +163,17 @@ func (c *Client) Snapshot(ctx context.Context) *Snapshot {
 	return s
 }
 
-// budget bounds one admin read by Options.Timeout; a deadline the caller set earlier stays.
-func (c *Client) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+// deadline bounds one admin read by Options.Timeout; a deadline the caller set earlier stays.
+func (c *Client) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.timeout)
 }
 
 // Certs reads /certs within one Options.Timeout.
 func (c *Client) Certs(ctx context.Context) ([]TLSContext, error) {
-	ctx, cancel := c.budget(ctx)
+	ctx, cancel := c.deadline(ctx)
 	defer cancel()
-	body, err := c.fetch(ctx, "/certs", true)
+	body, release, err := c.fetch(ctx, "/certs", true)
+	defer release()
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +199,8 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 			return plain, plainErr
 		}
 		plainDone = true
-		body, err := c.fetch(ctx, "/config_dump", true)
+		body, release, err := c.fetch(ctx, "/config_dump", true)
+		defer release()
 		if err != nil {
 			plainErr = err
 			return nil, err
@@ -189,7 +224,7 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 			part.take(*plain)
 			continue
 		}
-		body, err := c.fetch(ctx, part.query, true)
+		body, release, err := c.fetch(ctx, part.query, true)
 		if isStatus(err, http.StatusBadRequest) {
 			d, err := getPlain()
 			if err != nil {
@@ -207,6 +242,7 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 			continue
 		}
 		d, err := parseConfigDump(body, SecretActive)
+		release()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("GET %s: %w", shortURL(part.query), err))
 			continue
@@ -217,6 +253,16 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 	}
 	out.Skipped = dedupe(out.Skipped)
 	return out, errors.Join(errs...)
+}
+
+func joinNonEmpty(xs ...string) string {
+	var out []string
+	for _, x := range xs {
+		if x != "" {
+			out = append(out, x)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func dedupe[T comparable](xs []T) []T {
@@ -234,14 +280,16 @@ func dedupe[T comparable](xs []T) []T {
 // Stats reads /stats?filter=, falling back to the whole /stats when Envoy rejects the filter, all
 // within one Options.Timeout.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
-	ctx, cancel := c.budget(ctx)
+	ctx, cancel := c.deadline(ctx)
 	defer cancel()
 	q := "/stats?filter=" + url.QueryEscape(statsFilter)
-	body, err := c.fetch(ctx, q, false)
+	body, release, err := c.fetch(ctx, q, false)
 	if isStatus(err, http.StatusBadRequest) {
+		release()
 		q = "/stats"
-		body, err = c.fetch(ctx, q, false)
+		body, release, err = c.fetch(ctx, q, false)
 	}
+	defer release()
 	if err != nil {
 		return Stats{}, err
 	}
@@ -255,7 +303,8 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 // serverInfo reads the version and uptime from /server_info. It is decoded with encoding/json into
 // the two fields wanted: the rest (command line, node, extension list) is ~100 KB of no interest.
 func (c *Client) serverInfo(ctx context.Context) (version string, uptime time.Duration, err error) {
-	body, err := c.fetch(ctx, "/server_info", true)
+	body, release, err := c.fetch(ctx, "/server_info", true)
+	defer release()
 	if err != nil {
 		return "", 0, err
 	}

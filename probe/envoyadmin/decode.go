@@ -264,7 +264,7 @@ func shapeErr(err error) error {
 		if field == "" {
 			field = "(top level)"
 		}
-		return fmt.Errorf("unexpected JSON shape: %s where %s expected at %q", te.Value, expected(te.Type), field)
+		return fmt.Errorf("unexpected JSON shape: %s where %s expected at %q", te.Value, expected(te.Type), previewN([]byte(field), 160))
 	}
 	return err
 }

@@ -11,6 +11,9 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/netbudget"
 )
 
 // ErrBodyTooLarge is returned when a response exceeds Options.MaxBodyBytes. The body is not read
@@ -60,20 +63,29 @@ func isStatus(err error, code int) bool {
 }
 
 // fetch GETs c.base+pathQuery within ctx's deadline (the budget of the whole admin read) and
-// returns the body, read through the size limit. wantJSON rejects HTML and other non-JSON answers
-// before anything tries to decode them. Errors name the request by its path, not the admin URL:
-// callers print that once.
-func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) ([]byte, error) {
+// returns the body, read through the size limit and paid for from the process's network memory
+// budget (netbudget): release gives the bytes back once the body is parsed, and is never nil. On
+// error nothing is held. wantJSON rejects HTML and other non-JSON answers before anything tries to
+// decode them. Errors name the request by its path, not the admin URL: callers print that once.
+func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) (body []byte, release func(), err error) {
+	lease := c.budget.Lease()
+	release = lease.Release
+	defer func() {
+		if err != nil {
+			lease.Release()
+			body, release = nil, func() {}
+		}
+	}()
 	full := c.base + pathQuery
 	u := shortURL(pathQuery) // for messages: the stats filter alone is 400 bytes escaped
 	if err := ctx.Err(); err != nil {
 		// The budget went on earlier requests of this read: say so rather than time a request
 		// that never left.
-		return nil, fmt.Errorf("GET %s: not sent, the admin read's %s budget is spent: %w", u, c.timeout, err)
+		return nil, nil, fmt.Errorf("GET %s: not sent, the admin read's %s budget is spent: %w", u, c.timeout, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, full, nil)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
+		return nil, nil, fmt.Errorf("GET %s: %w", u, err)
 	}
 	if wantJSON {
 		req.Header.Set("Accept", "application/json")
@@ -81,43 +93,44 @@ func (c *Client) fetch(ctx context.Context, pathQuery string, wantJSON bool) ([]
 	start := time.Now()
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, c.timeoutErr(ctx, u, "request", start, 0, err)
+		return nil, nil, c.timeoutErr(ctx, u, "request", start, 0, err)
 	}
 	// Closing without draining drops the connection, which is what a hostile or oversized
 	// response deserves.
 	defer resp.Body.Close()
 
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return nil, &StatusError{URL: u, Code: resp.StatusCode, Location: previewN([]byte(resp.Header.Get("Location")), 200)}
+		return nil, nil, &StatusError{URL: u, Code: resp.StatusCode, Location: previewN([]byte(resp.Header.Get("Location")), 200)}
 	}
 	if resp.StatusCode != http.StatusOK {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		if len(snippet) == 200 {
-			snippet = trimPartialRune(snippet)
-		}
-		return nil, &StatusError{URL: u, Code: resp.StatusCode, Body: strings.TrimSpace(printable(snippet))}
+		// More is read than shown, so that a blob starting in the excerpt is redacted whole.
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return nil, nil, &StatusError{URL: u, Code: resp.StatusCode, Body: strings.TrimSpace(printable(snippet))}
 	}
 	if resp.ContentLength > c.maxBody {
-		return nil, fmt.Errorf("GET %s: %w: Content-Length %d > %d bytes", u, ErrBodyTooLarge, resp.ContentLength, c.maxBody)
+		return nil, nil, fmt.Errorf("GET %s: %w: Content-Length %d > %d bytes", u, ErrBodyTooLarge, resp.ContentLength, c.maxBody)
 	}
 	ct := resp.Header.Get("Content-Type")
 	if wantJSON && strings.Contains(strings.ToLower(ct), "html") {
-		return nil, fmt.Errorf("GET %s: %w: Content-Type %q (is this Envoy's admin port?)", u, ErrNotJSON, ct)
+		return nil, nil, fmt.Errorf("GET %s: %w: Content-Type %q (is this Envoy's admin port?)", u, ErrNotJSON, previewN([]byte(ct), 80))
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
+	body, err = lease.ReadAll(ctx, resp.Body, c.maxBody, resp.ContentLength)
+	if errors.Is(err, netbudget.ErrExhausted) {
+		return nil, nil, fmt.Errorf("GET %s: reading body (%d bytes so far): %w", u, len(body), err)
+	}
 	if err != nil {
-		return nil, c.timeoutErr(ctx, u, "reading body", start, len(body), err)
+		return nil, nil, c.timeoutErr(ctx, u, "reading body", start, len(body), err)
 	}
 	if int64(len(body)) > c.maxBody {
-		return nil, fmt.Errorf("GET %s: %w: more than %d bytes", u, ErrBodyTooLarge, c.maxBody)
+		return nil, nil, fmt.Errorf("GET %s: %w: more than %d bytes", u, ErrBodyTooLarge, c.maxBody)
 	}
 	if wantJSON {
 		t := bytes.TrimSpace(body)
 		if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
-			return nil, fmt.Errorf("GET %s: %w: body starts with %q (Content-Type %q)", u, ErrNotJSON, preview(t), ct)
+			return nil, nil, fmt.Errorf("GET %s: %w: body starts with %q (Content-Type %q)", u, ErrNotJSON, preview(t), previewN([]byte(ct), 80))
 		}
 	}
-	return body, nil
+	return body, release, nil
 }
 
 func shortURL(u string) string {
@@ -137,15 +150,13 @@ func (c *Client) timeoutErr(ctx context.Context, u, stage string, start time.Tim
 	return fmt.Errorf("GET %s: %s: %w", u, stage, err)
 }
 
-// printable keeps an error excerpt to one line, and drops it entirely if it looks like key
-// material (a misbehaving server must not get a key into certdrift's logs). Valid UTF-8 text is
-// kept as is; bytes that are not UTF-8 and characters that are not printable (controls, bidi
-// overrides) are escaped, \xNN per byte, so that a message neither garbles nor rewrites a terminal.
+// printable keeps an error excerpt to one line of at most 200 bytes, with anything that could be
+// key material withheld (pki.RedactKeyMaterial: a misbehaving server must not get a key into
+// certdrift's logs, findings or metrics). Valid UTF-8 text is kept as is; bytes that are not UTF-8
+// and characters that are not printable (controls, bidi overrides) are escaped, \xNN per byte, so
+// that a message neither garbles nor rewrites a terminal.
 func printable(b []byte) string {
-	if bytes.Contains(b, []byte("PRIVATE KEY")) {
-		return "[body withheld: looks like key material]"
-	}
-	return escape(b, len(b))
+	return escape(pki.RedactKeyMaterial(b), 200)
 }
 
 // escape renders at most max bytes of b as printable(b) describes; a character is never cut.

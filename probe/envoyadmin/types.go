@@ -44,6 +44,10 @@ type Snapshot struct {
 	Stats         Stats
 	StatsErr      error
 	CollectedAt   time.Time
+	// Truncated is set when the admin reported more entries than Options.MaxEntries (contexts,
+	// secrets, filter chains or skipped parts): it says what was dropped ("50000 /certs contexts,
+	// only the first 2000 kept"). What was dropped was not judged: a gap in coverage.
+	Truncated string
 }
 
 // ConfigSkip is one part of /config_dump that was not read.

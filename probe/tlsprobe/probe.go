@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/certdrift/certdrift/probe/netbudget"
 )
 
 // DefaultTimeout bounds one probe (dial and handshake together) when Target.Timeout is unset.
@@ -70,8 +72,15 @@ func Probe(ctx context.Context, t Target) (res Result) {
 		_ = conn.SetDeadline(dl)
 	}
 
+	// What the server sends is paid from the process's network memory budget (its Certificate
+	// message alone may be 256 KiB, and many handshakes run at once); a handshake that cannot get
+	// budget within its deadline fails like any other. Three times the bytes read: each
+	// certificate's DER is kept in x509.Certificate.Raw next to its parsed fields.
+	lease := netbudget.Or(t.Budget).Lease()
+	defer lease.Release()
 	c := &capture{}
-	tc := tls.Client(conn, config(t, c))
+	bc := netbudget.NewConn(ctx, conn, lease, 3)
+	tc := tls.Client(bc, config(t, c))
 	herr := tc.HandshakeContext(ctx)
 
 	c.mu.Lock()
@@ -89,6 +98,9 @@ func Probe(ctx context.Context, t Target) (res Result) {
 	case herr != nil:
 		res.Err = fmt.Errorf("tls handshake with %s (sni %q): %w", t.Address, t.SNI, herr)
 		res.Reason = ReasonHandshake
+		if berr := bc.Err(); berr != nil {
+			res.Err = fmt.Errorf("tls handshake with %s (sni %q): %w", t.Address, t.SNI, berr)
+		}
 		if isTimeout(ctx, herr) {
 			res.Reason = ReasonTimeout
 		}
@@ -103,6 +115,9 @@ func config(t Target, c *capture) *tls.Config {
 	return &tls.Config{
 		ServerName: t.SNI,
 		NextProtos: t.ALPN,
+		// No ClientSessionCache, on purpose: a resumed session carries the certificate of the
+		// handshake it resumes, and the served view must be what the server sends now. Each
+		// probe's connection is closed when it returns, so nothing piles up across rounds.
 		// The probe observes; pki judges. Verification would hide exactly the broken chains
 		// certdrift exists to report.
 		InsecureSkipVerify: true, //nolint:gosec // chain is captured and verified by pki

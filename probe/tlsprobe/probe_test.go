@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/netbudget"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -406,4 +408,29 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// A handshake is paid from the network memory budget: with the budget held elsewhere it waits,
+// then fails at its deadline naming the budget; once the budget is free the same probe succeeds
+// and gives back what it held.
+func TestProbeMemoryBudget(t *testing.T) {
+	f := newFixture(t)
+	s := serveTLS(t, f.sniConfig())
+	b := netbudget.New(1 << 20)
+	hog := b.Lease()
+	if err := hog.Grow(context.Background(), b.Limit()); err != nil {
+		t.Fatal(err)
+	}
+	r := Probe(context.Background(), Target{Address: s.addr, SNI: "a.example.com", Timeout: 300 * time.Millisecond, Budget: b})
+	if !errors.Is(r.Err, netbudget.ErrExhausted) || r.Reason != ReasonTimeout || len(r.Chain) != 0 {
+		t.Fatalf("probe under a spent budget: err %v, reason %q, %d certificates; want ErrExhausted, timeout, none", r.Err, r.Reason, len(r.Chain))
+	}
+	hog.Release()
+	r = Probe(context.Background(), Target{Address: s.addr, SNI: "a.example.com", Timeout: 5 * time.Second, Budget: b})
+	if r.Err != nil || len(r.Chain) == 0 {
+		t.Fatalf("probe with budget: %v", r.Err)
+	}
+	if used, peak := b.Stats(); used != 0 || peak == 0 {
+		t.Fatalf("budget after the probe: %d held, peak %d; want 0 held and a nonzero peak", used, peak)
+	}
 }

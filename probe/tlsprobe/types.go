@@ -7,6 +7,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"time"
+
+	"github.com/certdrift/certdrift/probe/netbudget"
 )
 
 // Target is one handshake to make.
@@ -17,6 +19,9 @@ type Target struct {
 	// ClientCert is presented when the server asks for one (mTLS listeners).
 	ClientCert *tls.Certificate
 	Timeout    time.Duration // whole dial + handshake; default 5s
+	// Budget pays for what the server sends (nil: netbudget.Process(), shared by the whole
+	// process).
+	Budget *netbudget.Budget
 }
 
 // Result is what one handshake saw.
