@@ -39,7 +39,12 @@ func RedactKeyMaterial(b []byte) []byte { return redact(b, minB64Run) }
 // RedactKeyMaterialInName is RedactKeyMaterial for a whole value (a file path, a secret name), not
 // a cut of a longer body: a base64 run must be longer (64 characters, a whole PEM line) before it
 // is withheld without decoding to a key, so that paths like /tmp/TestRun1234/002/tls.crt pass.
-func RedactKeyMaterialInName(b []byte) []byte { return redact(b, 64) }
+func RedactKeyMaterialInName(b []byte) []byte { return redact(b, nameMinRun) }
+
+// nameMinRun is the run length RedactKeyMaterialInName withholds without decoding. In a name,
+// '/' separates path components (a Go test's temporary directory is a long mixed-case run with
+// digits), so the length heuristics look at each component; the full run is still decoded.
+const nameMinRun = 64
 
 func redact(b []byte, minRun int) []byte {
 	if len(b) == 0 {
@@ -93,7 +98,11 @@ func redact(b []byte, minRun int) []byte {
 			for j < len(b) && b[j] == '=' {
 				j++
 			}
-			segs = append(segs, seg{i, j, withhold(b[i:j], minRun)})
+			hide := withhold(b[i:j], minRun)
+			if minRun == nameMinRun {
+				hide = withholdName(b[i:j])
+			}
+			segs = append(segs, seg{i, j, hide})
 			i = j
 			continue
 		}
@@ -170,6 +179,17 @@ func withhold(run []byte, minRun int) bool {
 	// any 48.
 	if len(run) >= minRun && digits && upper && lower || len(run) >= 2*minRun && upper && lower {
 		return true
+	}
+	return decodesToKey(run)
+}
+
+// withholdName is withhold for a run inside a name: the length heuristics apply to each
+// '/'-separated component, the key decoding to the whole run.
+func withholdName(run []byte) bool {
+	for _, part := range bytes.Split(run, []byte("/")) {
+		if len(part) >= nameMinRun && withhold(part, nameMinRun) {
+			return true
+		}
 	}
 	return decodesToKey(run)
 }

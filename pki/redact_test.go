@@ -125,3 +125,16 @@ func FuzzRedactKeyMaterial(f *testing.F) {
 		}
 	})
 }
+
+// TestRedactNameKeepsLongPaths: a file path whose components are long mixed-case runs with
+// digits (a Go test's temporary directory) is a name, not key bytes.
+func TestRedactNameKeepsLongPaths(t *testing.T) {
+	for _, p := range []string{
+		"/tmp/TestStaticTrustGoesStaleSDSTrustConverges3360834549/001/secret/ca.crt",
+		"/tmp/TestStaticTrustGoesStaleSDSTrustConverges3360834549/001/secret/TestCase/Abc123/tls.crt",
+	} {
+		if got := string(RedactKeyMaterialInName([]byte(p))); got != p {
+			t.Errorf("RedactKeyMaterialInName(%q) = %q, want it unchanged", p, got)
+		}
+	}
+}
