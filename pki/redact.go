@@ -41,9 +41,8 @@ func RedactKeyMaterial(b []byte) []byte { return redact(b, minB64Run) }
 // is withheld without decoding to a key, so that paths like /tmp/TestRun1234/002/tls.crt pass.
 func RedactKeyMaterialInName(b []byte) []byte { return redact(b, nameMinRun) }
 
-// nameMinRun is the run length RedactKeyMaterialInName withholds without decoding. In a name,
-// '/' separates path components (a Go test's temporary directory is a long mixed-case run with
-// digits), so the length heuristics look at each component; the full run is still decoded.
+// nameMinRun is the run length RedactKeyMaterialInName withholds without decoding (see
+// withholdName for paths).
 const nameMinRun = 64
 
 func redact(b []byte, minRun int) []byte {
@@ -183,15 +182,35 @@ func withhold(run []byte, minRun int) bool {
 	return decodesToKey(run)
 }
 
-// withholdName is withhold for a run inside a name: the length heuristics apply to each
-// '/'-separated component, the key decoding to the whole run.
+// withholdName is withhold for a run inside a name, where '/' separates path components: a run
+// the length heuristics would withhold is kept when it reads as a path of words, each component
+// letters (and '-', '_') with at most a trailing number, or a short one (a Go test's temporary
+// directory, TestName1234/001). Random base64 of a key rarely has that shape in every component
+// at once; whatever decodes to a key is withheld in any case.
 func withholdName(run []byte) bool {
+	if decodesToKey(run) {
+		return true
+	}
+	return withhold(run, nameMinRun) && !pathOfWords(run)
+}
+
+func pathOfWords(run []byte) bool {
 	for _, part := range bytes.Split(run, []byte("/")) {
-		if len(part) >= nameMinRun && withhold(part, nameMinRun) {
-			return true
+		if len(part) <= 8 {
+			continue
+		}
+		i := 0
+		for i < len(part) && (part[i] >= 'A' && part[i] <= 'Z' || part[i] >= 'a' && part[i] <= 'z' || part[i] == '-' || part[i] == '_') {
+			i++
+		}
+		for i < len(part) && part[i] >= '0' && part[i] <= '9' {
+			i++
+		}
+		if i != len(part) {
+			return false
 		}
 	}
-	return decodesToKey(run)
+	return true
 }
 
 // decodesToKey reports whether run is base64 or hex of a private key's DER.
