@@ -99,7 +99,9 @@ func sumFamily(body, name string) float64 {
 // evicted and no Event is written, and the leader stops leading once no renew succeeded for the
 // renew deadline (elect.go) while nobody else can take the Lease. After the proxy is restored,
 // with no restart: source_up is 1 again, a replica holds the Lease, and the stale pods are
-// repaired.
+// repaired, by a leader whose Kubernetes source is up again (its informers relist with backoff,
+// so the Lease can be back seconds before the cache is). There is no leader metric: the Lease
+// and the replicas' logs say who leads.
 func TestServeRemediateAPIOutage(t *testing.T) {
 	tb := testbed.StartT(t, testbed.Options{VolumeSyncDelay: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -113,8 +115,8 @@ func TestServeRemediateAPIOutage(t *testing.T) {
 	proxy, proxied := proxiedKubeconfig(t, tb)
 
 	// Lease 15s: renew deadline 10s, retry ≈2s (serve_remediate.go). Grace 4s: the rounds of
-	// the outage find the pods stale while the leader still leads, so it is offered work it
-	// must not carry out.
+	// the outage find the pods stale while the leader still leads; acting on them would be
+	// acting on the cache from before the cut.
 	replica := func(name string) *exporter {
 		return startServe(t, "--kubeconfig", proxied, "--namespace", "static-tls", "--interval", "1s", "--jitter", "0",
 			"--admin-access", "direct", "--timeout", "2s", "--grace", "4s",
