@@ -164,8 +164,16 @@ func (r *remediator) start(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // offer hands a recorded round to the leader's worker; rounds from local mode never get here.
+// Nor do rounds judged while the Kubernetes source was down: their desired view is the cache
+// from before the outage, and a Secret rotated meanwhile would make pods that serve the new
+// certificate look stale. After an outage the informers relist with backoff, so the API server
+// can answer the leader's requests seconds before the cache is current again.
 func (r *remediator) offer(round exposition.Round) {
 	if r == nil || !round.Kubernetes {
+		return
+	}
+	if !round.SourcesUp["kubernetes"] {
+		r.log.Debug("remediate: the Kubernetes source is down; not acting on this round")
 		return
 	}
 	r.cont.Offer(remediate.Work{Started: round.Started, Report: round.Report, Inputs: round.Inputs})

@@ -103,6 +103,7 @@ type Discovery struct {
 	sources []*source
 	owners  *ownerCache
 	started atomic.Bool
+	host    string // the API server, for errors
 }
 
 // podEntry is what the store holds for one pod: its key and, for an Envoy, its target (shared,
@@ -133,7 +134,7 @@ func NewDiscovery(cfg *rest.Config, opts DiscoveryOptions) (*Discovery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("envoy discovery: %w", err)
 	}
-	d := &Discovery{opts: opts, enabled: map[Preset]bool{}, client: client, log: opts.Logger}
+	d := &Discovery{opts: opts, enabled: map[Preset]bool{}, client: client, log: opts.Logger, host: cfg.Host}
 	for _, p := range opts.Presets {
 		d.enabled[p] = true
 	}
@@ -237,7 +238,7 @@ func (d *Discovery) Run(ctx context.Context) error {
 // WaitSynced is Inventory.WaitSynced for pods: nil once every informer has listed, the
 // AccessError when RBAC refuses one, or an error naming the unsynced sources when ctx ends.
 func (d *Discovery) WaitSynced(ctx context.Context) error {
-	return waitSources(ctx, "envoy discovery", d.sources)
+	return waitSources(ctx, "envoy discovery", d.host, d.sources)
 }
 
 // DiscoverySnapshot is the Envoy targets at one moment.

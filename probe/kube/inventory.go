@@ -41,6 +41,8 @@ type Inventory struct {
 	sources []*source
 	stats   stats
 	started atomic.Bool
+	// host is the API server, named when the initial list never got an answer.
+	host string
 }
 
 // source is one informer: one resource, one namespace (or all), one server-side filter.
@@ -97,6 +99,7 @@ func New(cfg *rest.Config, opts Options) (*Inventory, error) {
 		fetched: newChangeTracker(shared),
 		strings: shared,
 		log:     opts.Logger,
+		host:    cfg.Host,
 	}
 	if err := inv.buildSources(); err != nil {
 		return nil, err
@@ -276,7 +279,7 @@ func (inv *Inventory) Run(ctx context.Context) error {
 // help); or until ctx ends, returning an error that names the unsynced sources and their last
 // errors.
 func (inv *Inventory) WaitSynced(ctx context.Context) error {
-	return waitSources(ctx, "kube inventory", inv.sources)
+	return waitSources(ctx, "kube inventory", inv.host, inv.sources)
 }
 
 // runSources runs the informers of an Inventory or a Discovery until ctx ends.
@@ -299,8 +302,8 @@ func runSources(ctx context.Context, started *atomic.Bool, log *slog.Logger, wha
 	return nil
 }
 
-// waitSources is WaitSynced for any set of sources.
-func waitSources(ctx context.Context, what string, sources []*source) error {
+// waitSources is WaitSynced for any set of sources read from the API server host.
+func waitSources(ctx context.Context, what, host string, sources []*source) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -329,6 +332,10 @@ func waitSources(ctx context.Context, what string, sources []*source) error {
 					m := s.desc
 					if err, _ := s.err(); err != nil {
 						m += ": " + err.Error()
+					} else {
+						// A request still in flight: an API server that accepts connections and
+						// never answers leaves no error to quote.
+						m += ": no answer from the API server " + host
 					}
 					msgs = append(msgs, m)
 				}

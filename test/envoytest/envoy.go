@@ -241,6 +241,18 @@ func (e *Envoy) Stop() {
 	}
 }
 
+// Kill ends Envoy with SIGKILL, whatever it is doing (an Envoy crashing or its pod killed mid-
+// request), and waits for it to exit.
+func (e *Envoy) Kill() {
+	select {
+	case <-e.exited:
+		return
+	default:
+	}
+	_ = e.cmd.Process.Kill()
+	<-e.exited
+}
+
 // Exited reports whether the Envoy process has ended.
 func (e *Envoy) Exited() bool {
 	select {

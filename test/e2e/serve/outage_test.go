@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -91,37 +87,13 @@ func TestServeKubernetesAPIOutage(t *testing.T) {
 	ca := certs.NewCA(t, certs.WithCommonName("serve-outage-ca"))
 	deployScenario(ctx, t, tb, "plain-sds", ca.Leaf(t, certs.WithCommonName(webHost), certs.WithDNSNames(webHost)))
 
-	// The same admin kubeconfig, through the proxy: the API server's certificate names
-	// 127.0.0.1, so only the port changes.
-	kc, err := os.ReadFile(tb.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverRE := regexp.MustCompile(`server: https://(127\.0\.0\.1:\d+)`)
-	m := serverRE.FindSubmatch(kc)
-	if m == nil {
-		t.Fatalf("no loopback server in the testbed kubeconfig %s", tb.KubeconfigPath)
-	}
-	proxy := newAPIProxy(t, string(m[1]))
-	proxied := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(proxied, serverRE.ReplaceAll(kc, []byte("server: https://"+proxy.addr)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	proxy, proxied := proxiedKubeconfig(t, tb)
 
 	x := startServe(t, "--kubeconfig", proxied, "--namespace", "plain-sds", "--interval", "1s", "--jitter", "0",
 		"--admin-access", "direct", "--timeout", "2s")
-	value := func(body, series string) (float64, bool) {
-		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`)
-		m := re.FindStringSubmatch(body)
-		if m == nil {
-			return 0, false
-		}
-		v, err := strconv.ParseFloat(m[1], 64)
-		return v, err == nil
-	}
 	waitFor(t, "the first round with the API server up", 60*time.Second, func() (bool, string) {
 		body := x.metrics(t)
-		v, ok := value(body, `certdrift_source_up{source="kubernetes"}`)
+		v, ok := metricValue(body, `certdrift_source_up{source="kubernetes"}`)
 		return ok && v == 1 && strings.Contains(body, `source="plain-sds/web-tls",view="desired"`), body
 	})
 
@@ -129,7 +101,7 @@ func TestServeKubernetesAPIOutage(t *testing.T) {
 	cutAt := time.Now()
 	waitFor(t, "certdrift_source_up{kubernetes} to drop to 0", 60*time.Second, func() (bool, string) {
 		body := x.metrics(t)
-		v, ok := value(body, `certdrift_source_up{source="kubernetes"}`)
+		v, ok := metricValue(body, `certdrift_source_up{source="kubernetes"}`)
 		return ok && v == 0, body
 	})
 	t.Logf("API server cut: source_up 0 after %s", time.Since(cutAt).Round(100*time.Millisecond))
@@ -140,7 +112,7 @@ func TestServeKubernetesAPIOutage(t *testing.T) {
 	if !strings.Contains(body, `certdrift_kubernetes_request_errors_total{code="error"}`) {
 		t.Errorf("no transport errors counted during the outage:\n%s", grep(body, "kubernetes"))
 	}
-	if _, ok := value(body, "certdrift_result_age_seconds"); !ok {
+	if _, ok := metricValue(body, "certdrift_result_age_seconds"); !ok {
 		t.Error("certdrift_result_age_seconds missing during the outage")
 	}
 
@@ -151,7 +123,7 @@ func TestServeKubernetesAPIOutage(t *testing.T) {
 	restored := time.Now()
 	waitFor(t, "recovery after the API server is back", 90*time.Second, func() (bool, string) {
 		body := x.metrics(t)
-		v, ok := value(body, `certdrift_source_up{source="kubernetes"}`)
+		v, ok := metricValue(body, `certdrift_source_up{source="kubernetes"}`)
 		return ok && v == 1, grep(body, "kubernetes")
 	})
 	t.Logf("API server back: source_up 1 after %s", time.Since(restored).Round(100*time.Millisecond))
