@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 )
 
@@ -108,7 +109,7 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 		}
 		cd := c.Chain[0]
 		for _, d := range a.desired.all {
-			if d.leaf == nil || have(d.source, d.item) || !sameNames(d.leaf.DNSNames, cd.DNSNames) || !sc.allows(d) {
+			if d.leaf == nil || have(d.source, d.item) || !pki.SameNames(d.leaf.DNSNames, cd.DNSNames) || !sc.allows(d) {
 				continue
 			}
 			add(&Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginInferred})
@@ -267,14 +268,4 @@ func portOf(addr string) string {
 		}
 	}
 	return ""
-}
-
-func sameNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }

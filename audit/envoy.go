@@ -354,14 +354,14 @@ func (a *auditor) loadedByNames(snap *envoyadmin.Snapshot, b *Binding) []loadedC
 		}
 		leaf := s.Chain[0]
 		if pki.Fingerprint(leaf) == pki.Fingerprint(d.leaf) ||
-			(named && sameNames(leaf.DNSNames, d.leaf.DNSNames) && sameNames(uriStrings(leaf), uriStrings(d.leaf))) {
+			(named && pki.SameNames(leaf.DNSNames, d.leaf.DNSNames) && pki.SameNames(uriStrings(leaf), uriStrings(d.leaf))) {
 			out = append(out, loadedCert{v: validityOf(leaf), cert: leaf, where: "config_dump secret " + s.Name + " (same names as the desired certificate)"})
 		}
 	}
 	if len(out) == 0 && named {
 		for _, c := range snap.Contexts {
 			for _, cd := range c.Chain {
-				if sameNames(cd.DNSNames, d.leaf.DNSNames) && sameNames(cd.URIs, uriStrings(d.leaf)) {
+				if pki.SameNames(cd.DNSNames, d.leaf.DNSNames) && pki.SameNames(cd.URIs, uriStrings(d.leaf)) {
 					out = append(out, loadedCert{v: validityOfDetail(cd), where: "/certs (same names as the desired certificate)"})
 				}
 			}
@@ -458,7 +458,7 @@ func inUse(snap *envoyadmin.Snapshot, s envoyadmin.Secret) []loadedCert {
 			if matchesSummary(v, leaf) {
 				return []loadedCert{accepted}
 			}
-			if sameNames(cd.DNSNames, leaf.DNSNames) && sameNames(cd.URIs, uriStrings(leaf)) && !seen[v.key()] {
+			if pki.SameNames(cd.DNSNames, leaf.DNSNames) && pki.SameNames(cd.URIs, uriStrings(leaf)) && !seen[v.key()] {
 				seen[v.key()] = true
 				same = append(same, loadedCert{v: v, where: "/certs (config_dump secret " + s.Name + " holds a certificate no TLS context uses)"})
 			}

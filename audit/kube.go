@@ -389,7 +389,7 @@ func (a *auditor) presentedLeaves(ev *EnvoyView, source, item string, recs []ser
 		if !s.HasCertificate || len(s.Chain) == 0 {
 			continue
 		}
-		if named[s.Name] || (len(named) == 0 && d != nil && d.leaf != nil && sameNames(s.Chain[0].DNSNames, d.leaf.DNSNames) && sameNames(uriStrings(s.Chain[0]), uriStrings(d.leaf))) {
+		if named[s.Name] || (len(named) == 0 && d != nil && d.leaf != nil && pki.SameNames(s.Chain[0].DNSNames, d.leaf.DNSNames) && pki.SameNames(uriStrings(s.Chain[0]), uriStrings(d.leaf))) {
 			out = append(out, liveLeaf{envoy: ev.Config.Name, view: "has loaded", cert: s.Chain[0], intermediates: s.Chain[1:]})
 		}
 	}

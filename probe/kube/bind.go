@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 )
 
@@ -338,7 +339,7 @@ func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoyadmin.Snapshot) [
 			// (names survive a rotation, serials do not).
 			var named []dirMatch
 			for _, m := range ms {
-				if c := loadedLeaf[k.secret]; c != nil && len(m.ms.names) > 0 && sameNames(m.ms.names, c.DNSNames) {
+				if c := loadedLeaf[k.secret]; c != nil && len(m.ms.names) > 0 && pki.SameNames(m.ms.names, c.DNSNames) {
 					named = append(named, m)
 				}
 			}
@@ -689,15 +690,4 @@ func fileIn(src VolumeSource, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// sameNames reports whether a and b hold the same names, in any order.
-func sameNames(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	x, y := slices.Clone(a), slices.Clone(b)
-	slices.Sort(x)
-	slices.Sort(y)
-	return slices.Equal(x, y)
 }
