@@ -49,25 +49,7 @@ func proxiedKubeconfig(t *testing.T, tb *testbed.Testbed) (*apiProxy, string) {
 // without deadlines. cut ends it.
 func (p *apiProxy) stall() error {
 	p.cut()
-	l, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.l = l
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c)
-			p.mu.Unlock()
-		}
-	}()
-	return nil
+	return p.listen(p.addr, func(c net.Conn) []net.Conn { return []net.Conn{c} })
 }
 
 // metricValue is the value of one exact series line of a text exposition.
@@ -176,7 +158,7 @@ func TestServeRemediateAPIOutage(t *testing.T) {
 	}
 	logAt := map[string]int{}
 	for n, x := range replicas {
-		logAt[n] = len(x.logs.String())
+		logAt[n] = len(x.Logs.String())
 	}
 	leaderLogAt := logAt[leaderName]
 	proxy.cut()
@@ -199,7 +181,7 @@ func TestServeRemediateAPIOutage(t *testing.T) {
 	// The leader must give up within the renew deadline (10s) of its last renew, which was at
 	// most a retry period (≈2s) before the cut.
 	waitFor(t, "the leader to stop leading", 20*time.Second, func() (bool, string) {
-		return strings.Contains(leader.logs.String()[leaderLogAt:], `msg="remediate: not leading"`), ""
+		return strings.Contains(leader.Logs.String()[leaderLogAt:], `msg="remediate: not leading"`), ""
 	})
 	steppedDown := time.Since(cutAt)
 	if steppedDown > 13*time.Second {
@@ -212,7 +194,7 @@ func TestServeRemediateAPIOutage(t *testing.T) {
 	if staleAt >= steppedDown {
 		t.Errorf("the pods were found stale (%s) only after the leader stepped down (%s): the test proves nothing about refraining", staleAt, steppedDown)
 	}
-	if strings.Contains(leader.logs.String()[leaderLogAt:], "remediate: read the stale pods") {
+	if strings.Contains(leader.Logs.String()[leaderLogAt:], "remediate: read the stale pods") {
 		t.Errorf("the leader tried to repair from a round judged with the Kubernetes source down")
 	}
 	for n, x := range replicas {
@@ -223,7 +205,7 @@ func TestServeRemediateAPIOutage(t *testing.T) {
 		if v, _ := metricValue(body, `certdrift_source_up{source="kubernetes"}`); v != 0 {
 			t.Errorf("%s: source_up{kubernetes} = %v during the outage", n, v)
 		}
-		if strings.Contains(x.logs.String()[logAt[n]:], `msg="remediate: leading"`) {
+		if strings.Contains(x.Logs.String()[logAt[n]:], `msg="remediate: leading"`) {
 			t.Errorf("%s took the lead during the outage", n)
 		}
 	}

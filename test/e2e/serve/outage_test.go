@@ -35,6 +35,21 @@ func newAPIProxy(t *testing.T, upstream string) *apiProxy {
 }
 
 func (p *apiProxy) start(addr string) error {
+	return p.listen(addr, func(c net.Conn) []net.Conn {
+		u, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
+		if err != nil {
+			c.Close()
+			return nil
+		}
+		go func() { _, _ = io.Copy(u, c); u.Close() }()
+		go func() { _, _ = io.Copy(c, u); c.Close() }()
+		return []net.Conn{c, u}
+	})
+}
+
+// listen accepts on addr until cut, handing each connection to handle, which returns the
+// connections cut must close.
+func (p *apiProxy) listen(addr string, handle func(net.Conn) []net.Conn) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -48,16 +63,10 @@ func (p *apiProxy) start(addr string) error {
 			if err != nil {
 				return
 			}
-			u, err := net.DialTimeout("tcp", p.upstream, 5*time.Second)
-			if err != nil {
-				c.Close()
-				continue
-			}
+			held := handle(c)
 			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
+			p.conns = append(p.conns, held...)
 			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
 		}
 	}()
 	return nil
