@@ -39,7 +39,7 @@ func TestNoForeignKeyBytes(t *testing.T) {
 	x := startServe(t, "--config", cfg, "--interval", "1s", "--log.level", "debug")
 	waitFor(t, "two rounds", time.Minute, func() bool { return x.rounds() >= 2 })
 	outputs["serve /metrics"] = x.scrape(t)
-	outputs["serve log"] = x.logs.String()
+	outputs["serve log"] = x.Logs.String()
 
 	for name, out := range outputs {
 		if leak, where := k.Leaks(out); leak {

@@ -155,53 +155,18 @@ func TestAuditMemoryUnderHostileAdmins(t *testing.T) {
 }
 
 // exporter is a running certdrift serve.
-type exporter struct {
-	cmd  *exec.Cmd
-	addr string
-	logs *proc.SyncBuffer
-}
+type exporter struct{ *cdbin.Serve }
 
 func startServe(t *testing.T, args ...string) *exporter {
 	t.Helper()
-	logs := &proc.SyncBuffer{}
-	cmd := exec.Command(bin, append([]string{"serve", "--web.listen-address", "127.0.0.1:0"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("certdrift serve did not stop within 15s of SIGTERM")
-		}
-	})
-	x := &exporter{cmd: cmd, logs: logs}
-	re := regexp.MustCompile(`msg="serving metrics" address=(\S+)`)
-	waitFor(t, "certdrift serve to listen", 30*time.Second, func() bool {
-		select {
-		case err := <-exited:
-			t.Fatalf("certdrift serve exited early: %v\n%s", err, tail(logs.String(), 3000))
-		default:
-		}
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			x.addr = m[1]
-			return true
-		}
-		return false
-	})
-	return x
+	return &exporter{cdbin.StartServe(t, bin, args...)}
 }
 
-func (x *exporter) rounds() int { return strings.Count(x.logs.String(), `msg="round complete"`) }
+func (x *exporter) rounds() int { return strings.Count(x.Logs.String(), `msg="round complete"`) }
 
 func (x *exporter) scrape(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get("http://" + x.addr + "/metrics")
+	resp, err := http.Get("http://" + x.Addr + "/metrics")
 	if err != nil {
 		t.Fatalf("scrape: %v", err)
 	}
@@ -216,7 +181,7 @@ func (x *exporter) scrape(t *testing.T) string {
 // status reads VmHWM (peak RSS) and the open file descriptors of the running process.
 func (x *exporter) status(t *testing.T) (hwm int64, fds int) {
 	t.Helper()
-	pid := x.cmd.Process.Pid
+	pid := x.Cmd.Process.Pid
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)

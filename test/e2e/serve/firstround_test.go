@@ -92,12 +92,12 @@ func TestServeStartedAfterRotation(t *testing.T) {
 	started := time.Now()
 	x := startServe(t, "--config", cfgPath, "--interval", "1h")
 	waitFor(t, "certdrift serve to be ready", 30*time.Second, func() (bool, string) {
-		resp, err := http.Get("http://" + x.addr + "/-/ready")
+		resp, err := http.Get("http://" + x.Addr + "/-/ready")
 		if err != nil {
 			return false, err.Error()
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status + "\n" + x.logs.String()
+		return resp.StatusCode == http.StatusOK, resp.Status + "\n" + x.Logs.String()
 	})
 	first := parseMetrics(t, x.metrics(t))
 	if got := value(first, "certdrift_rounds_total", nil); got != 1 {
@@ -132,7 +132,7 @@ func TestServeStartedAfterRotation(t *testing.T) {
 	var last map[string]*dto.MetricFamily
 	waitFor(t, "the convergence to be observed", 30*time.Second, func() (bool, string) {
 		last = parseMetrics(t, x.metrics(t))
-		return value(last, "certdrift_rotation_convergence_seconds", nil) == 1, fmt.Sprint(last["certdrift_bindings"], "\n", x.logs.String())
+		return value(last, "certdrift_rotation_convergence_seconds", nil) == 1, fmt.Sprint(last["certdrift_bindings"], "\n", x.Logs.String())
 	})
 	h := last["certdrift_rotation_convergence_seconds"].GetMetric()[0].GetHistogram()
 	if lo, hi := started.Sub(rotated).Seconds(), time.Since(rotated).Seconds()+1; h.GetSampleSum() < lo || h.GetSampleSum() > hi {
@@ -212,7 +212,7 @@ func TestServeExposesTrustCAs(t *testing.T) {
 	var mfs map[string]*dto.MetricFamily
 	waitFor(t, "the first round", 30*time.Second, func() (bool, string) {
 		mfs = parseMetrics(t, x.metrics(t))
-		return value(mfs, "certdrift_rounds_total", nil) == 1, x.logs.String()
+		return value(mfs, "certdrift_rounds_total", nil) == 1, x.Logs.String()
 	})
 	fp := pki.Fingerprint(ca.Cert)
 	got := map[string]string{}

@@ -10,73 +10,34 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/proc"
 )
 
 // exporter is a running `certdrift serve`.
-type exporter struct {
-	cmd  *exec.Cmd
-	addr string
-	logs *proc.SyncBuffer
-}
+type exporter struct{ *cdbin.Serve }
 
-// startServe runs the certdrift binary's serve command on a loopback port and waits until it says
-// where it listens. It is stopped with SIGTERM at the end of the test, and must exit 0.
+// startServe runs the certdrift binary's serve command (cdbin.StartServe).
 func startServe(t *testing.T, args ...string) *exporter {
 	t.Helper()
-	logs := &proc.SyncBuffer{}
-	cmd := exec.Command(certdriftBin, append([]string{"serve", "--web.listen-address", "127.0.0.1:0"}, args...)...)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start certdrift serve: %v", err)
-	}
-	x := &exporter{cmd: cmd, logs: logs}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("certdrift serve after SIGTERM: %v (want exit 0); logs:\n%s", err, logs.String())
-			}
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("certdrift serve did not stop within 15s of SIGTERM")
-		}
-	})
-	re := regexp.MustCompile(`msg="serving metrics" address=(\S+)`)
-	waitFor(t, "certdrift serve to listen", 20*time.Second, func() (bool, string) {
-		select {
-		case err := <-exited:
-			t.Fatalf("certdrift serve exited early: %v\n%s", err, logs.String())
-		default:
-		}
-		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			x.addr = m[1]
-			return true, ""
-		}
-		return false, logs.String()
-	})
-	return x
+	return &exporter{cdbin.StartServe(t, certdriftBin, args...)}
 }
 
 func (x *exporter) signal(t *testing.T, s os.Signal) {
 	t.Helper()
-	if err := x.cmd.Process.Signal(s); err != nil {
+	if err := x.Cmd.Process.Signal(s); err != nil {
 		t.Fatalf("signal certdrift: %v", err)
 	}
 }
 
 func (x *exporter) metrics(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get("http://" + x.addr + "/metrics")
+	resp, err := http.Get("http://" + x.Addr + "/metrics")
 	if err != nil {
 		t.Fatalf("scrape certdrift: %v", err)
 	}

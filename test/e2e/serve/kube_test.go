@@ -56,7 +56,7 @@ func TestServeKubernetes(t *testing.T) {
 	// A long interval: only the informers' early rounds can make the update latency short.
 	x := startServe(t, "--kubeconfig", tb.KubeconfigPath, "--namespace", "plain-sds,static-tls",
 		"--grace", "4s", "--interval", "3s", "--jitter", "0")
-	prom := startPrometheus(t, x.addr)
+	prom := startPrometheus(t, x.Addr)
 	waitFor(t, "all four pods converged on v1", 60*time.Second, func() (bool, string) {
 		s := prom.query(t, `certdrift_bindings{state="converged"}`)
 		return len(s) == 1 && s[0].Value == 4, fmt.Sprint(s, "\n", prom.query(t, `certdrift_finding`))
@@ -120,7 +120,7 @@ func TestServeKubernetes(t *testing.T) {
 		body := x.metrics(t)
 		return !strings.Contains(body, `source="static-tls/web-tls",view="desired"`), ""
 	})
-	if strings.Contains(x.logs.String(), "PRIVATE KEY") {
+	if strings.Contains(x.Logs.String(), "PRIVATE KEY") {
 		t.Error("certdrift logged key material")
 	}
 }

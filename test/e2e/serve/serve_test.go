@@ -94,7 +94,7 @@ func TestServeRotationThroughPrometheus(t *testing.T) {
 	writeCfg(true)
 
 	x := startServe(t, "--config", cfgPath, "--interval", "500ms", "--jitter", "0.1")
-	prom := startPrometheus(t, x.addr)
+	prom := startPrometheus(t, x.Addr)
 	count := func(q string) float64 {
 		s := prom.query(t, q)
 		if len(s) != 1 {
@@ -103,7 +103,7 @@ func TestServeRotationThroughPrometheus(t *testing.T) {
 		return s[0].Value
 	}
 	waitFor(t, "Prometheus to see both bindings converged on v1", 30*time.Second, func() (bool, string) {
-		return count(`certdrift_bindings{state="converged"}`) == 2, fmt.Sprint(prom.query(t, `certdrift_bindings`), "\n", x.logs.String())
+		return count(`certdrift_bindings{state="converged"}`) == 2, fmt.Sprint(prom.query(t, `certdrift_bindings`), "\n", x.Logs.String())
 	})
 	if got := prom.query(t, `certdrift_finding`); len(got) != 0 {
 		t.Errorf("findings before the rotation: %v", got)
@@ -176,7 +176,7 @@ func TestServeRotationThroughPrometheus(t *testing.T) {
 	if len(prom.query(t, `certdrift_source_up{source="files"} == 1`)) != 1 {
 		t.Error("the files source is not up")
 	}
-	if strings.Contains(x.logs.String(), "PRIVATE KEY") {
+	if strings.Contains(x.Logs.String(), "PRIVATE KEY") {
 		t.Error("certdrift logged key material")
 	}
 }
