@@ -721,6 +721,23 @@ metadata:
 		if out, err := k("create", "--dry-run=server", "-f", write("pod.json", b)); err != nil {
 			t.Fatalf("the chart's pod is not admitted under the restricted level: %v\n%s", err, out)
 		}
+		// With the security-context overrides of runtime-tuned.yaml (another user id, a
+		// container-level seccomp profile), and the helm test hook's pod.
+		tuned := convert[appsv1.Deployment](t, find(objects["runtime-tuned"], "Deployment", releaseNS, "certdrift"))
+		tpod := corev1.Pod{TypeMeta: metav1TypeMeta("v1", "Pod"), ObjectMeta: tuned.Spec.Template.ObjectMeta, Spec: tuned.Spec.Template.Spec}
+		tpod.Name, tpod.Namespace = "certdrift-helm-psa-tuned", releaseNS
+		tb, _ := json.Marshal(tpod)
+		if out, err := k("create", "--dry-run=server", "-f", write("pod-tuned.json", tb)); err != nil {
+			t.Errorf("the runtime-tuned pod is not admitted under the restricted level: %v\n%s", err, out)
+		}
+		hook := find(objects["cluster-readonly"], "Pod", releaseNS, "certdrift-healthcheck")
+		if hook == nil {
+			t.Fatal("no helm test Pod in the cluster-readonly render")
+		}
+		hb, _ := json.Marshal(hook.Object)
+		if out, err := k("create", "--dry-run=server", "-f", write("pod-hook.json", hb)); err != nil {
+			t.Errorf("the helm test pod is not admitted under the restricted level: %v\n%s", err, out)
+		}
 		pod.Spec.SecurityContext.RunAsNonRoot = nil
 		pod.Spec.SecurityContext.RunAsUser = nil
 		pod.Spec.Containers[0].SecurityContext.RunAsNonRoot = nil
