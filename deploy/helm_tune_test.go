@@ -617,7 +617,7 @@ func TestHelmRuntimeValues(t *testing.T) {
 	t.Run("Resources", func(t *testing.T) {
 		r := defaults(t).Spec.Template.Spec.Containers[0].Resources
 		req, lim := r.Requests[corev1.ResourceMemory], r.Limits[corev1.ResourceMemory]
-		// docs/benchmarks.md: ≈ 119-130 MB resident serving 10,000 Secrets; the bound ≈ 241 MiB.
+		// docs/benchmarks.md: ≈ 119 MB resident serving 10,000 Secrets; the bound ≈ 241 MiB.
 		if req.Value() < 119e6 || lim.Value() < 241<<20 || req.Cmp(lim) > 0 {
 			t.Errorf("memory request %s, limit %s: want the request at the measured working set (≥ 119 MB) and the limit at the documented bound (≥ 241 MiB)", &req, &lim)
 		}
