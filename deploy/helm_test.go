@@ -42,20 +42,36 @@ const (
 	release, releaseNS = "certdrift", "certdrift"
 )
 
-// helmCases are the renders every test below works on: each RBAC profile, repair on, and every
-// optional object on.
-var helmCases = []struct {
-	name string
-	set  []string
-	// kustomize names the overlay whose RBAC must be the same, if any.
-	kustomize string
-}{
+// helmCases are the renders every test below works on: each RBAC profile, repair on, every
+// optional object on, and the tuning values of testdata/values/.
+var helmCases = []helmCase{
 	{name: "cluster-readonly", kustomize: "cluster-readonly"},
 	{name: "namespaced", set: []string{"rbac.profile=namespaced", "rbac.namespaces={shop,edge}"}, kustomize: "namespaced"},
 	{name: "repair", set: []string{"repair.enabled=true"}, kustomize: "repair"},
 	{name: "namespaced-repair", set: []string{"rbac.profile=namespaced", "rbac.namespaces={shop,edge}", "repair.enabled=true"}},
-	{name: "monitors", set: []string{"serviceMonitor.enabled=true", "podMonitor.enabled=true", "prometheusRule.enabled=true", "dashboards.enabled=true"}},
+	{name: "monitors", set: []string{"serviceMonitor.enabled=true", "prometheusRule.enabled=true", "dashboards.enabled=true"}},
 	{name: "web-config", set: []string{"webConfig.enabled=true", "webConfig.config.basic_auth_users.prometheus=$2y$10$notarealbcrypthashnotarealbcrypthashnotarealbcrypthas", "config.policy.grace=3m"}},
+	{name: "podmonitor-auth", values: []string{"podmonitor-auth.yaml"}},
+	{name: "rules-tuned", values: []string{"rules-tuned.yaml"}},
+	{name: "runtime-tuned", values: []string{"runtime-tuned.yaml"}},
+}
+
+type helmCase struct {
+	name string
+	set  []string
+	// values are files in testdata/values/, passed with -f before the --set values.
+	values []string
+	// kustomize names the overlay whose RBAC must be the same, if any.
+	kustomize string
+}
+
+// args are the case's -f and --set arguments.
+func (c helmCase) args() []string {
+	var args []string
+	for _, v := range c.values {
+		args = append(args, "-f", filepath.Join("testdata", "values", v))
+	}
+	return append(args, setArgs(c.set)...)
 }
 
 // helmBin is the helm CLI built by scripts/build-helm.sh.
@@ -102,7 +118,13 @@ func setArgs(set []string) []string {
 // helmTemplate renders the chart with the given --set values and decodes its objects.
 func helmTemplate(t *testing.T, set []string) ([]byte, []*unstructured.Unstructured) {
 	t.Helper()
-	args := append([]string{"template", release, chartDir, "--namespace", releaseNS}, setArgs(set)...)
+	return helmTemplateArgs(t, setArgs(set))
+}
+
+// helmTemplateArgs renders the chart with the given value arguments (-f, --set, --set-json).
+func helmTemplateArgs(t *testing.T, valueArgs []string) ([]byte, []*unstructured.Unstructured) {
+	t.Helper()
+	args := append([]string{"template", release, chartDir, "--namespace", releaseNS}, valueArgs...)
 	out, err := helm(t, args...)
 	if err != nil {
 		t.Fatalf("render: %v", err)
@@ -131,7 +153,7 @@ func decodeObjects(t *testing.T, b []byte) []*unstructured.Unstructured {
 func TestHelmLint(t *testing.T) {
 	for _, c := range helmCases {
 		t.Run(c.name, func(t *testing.T) {
-			args := append([]string{"lint", "--strict", chartDir, "--namespace", releaseNS}, setArgs(c.set)...)
+			args := append([]string{"lint", "--strict", chartDir, "--namespace", releaseNS}, c.args()...)
 			if out, err := helm(t, args...); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
@@ -149,6 +171,9 @@ func TestHelmTemplate(t *testing.T) {
 	nsRO := []string{"Role edge/certdrift-readonly", "Role shop/certdrift-readonly",
 		"RoleBinding edge/certdrift-readonly", "RoleBinding shop/certdrift-readonly"}
 	leader := []string{"Role certdrift/certdrift-leader-election", "RoleBinding certdrift/certdrift-leader-election"}
+	// The helm test hook is rendered unless the metrics port needs credentials (webConfig).
+	test := []string{"Pod certdrift/certdrift-healthcheck"}
+	webArgs := []string{"--web.config.file=/etc/certdrift/web/web-config.yml", "--web.probe-address=:9810"}
 	baseArgs := []string{"serve", "--in-cluster", "--web.listen-address=:9809", "--log.level=info", "--log.format=json"}
 	cat := func(lists ...[]string) []string { return slices.Concat(lists...) }
 	want := map[string]struct {
@@ -156,24 +181,29 @@ func TestHelmTemplate(t *testing.T) {
 		args      []string
 		probePort string
 	}{
-		"cluster-readonly": {objects: cat(common, clusterRO), args: baseArgs, probePort: "http-metrics"},
-		"namespaced": {objects: cat(common, nsRO),
+		"cluster-readonly": {objects: cat(common, test, clusterRO), args: baseArgs, probePort: "http-metrics"},
+		"namespaced": {objects: cat(common, test, nsRO),
 			args: cat(baseArgs, []string{"--namespace=shop,edge"}), probePort: "http-metrics"},
-		"repair": {objects: cat(common, clusterRO, leader,
+		"repair": {objects: cat(common, test, clusterRO, leader,
 			[]string{"ClusterRole /certdrift-repair", "ClusterRoleBinding /certdrift-repair"}),
 			args: baseArgs, probePort: "http-metrics"},
-		"namespaced-repair": {objects: cat(common, nsRO, leader,
+		"namespaced-repair": {objects: cat(common, test, nsRO, leader,
 			[]string{"Role edge/certdrift-repair", "Role shop/certdrift-repair",
 				"RoleBinding edge/certdrift-repair", "RoleBinding shop/certdrift-repair"}),
 			args: cat(baseArgs, []string{"--namespace=shop,edge"}), probePort: "http-metrics"},
-		"monitors": {objects: cat(common, clusterRO, []string{
-			"ServiceMonitor certdrift/certdrift", "PodMonitor certdrift/certdrift", "PrometheusRule certdrift/certdrift",
+		"monitors": {objects: cat(common, test, clusterRO, []string{
+			"ServiceMonitor certdrift/certdrift", "PrometheusRule certdrift/certdrift",
 			"ConfigMap certdrift/certdrift-dashboard-overview", "ConfigMap certdrift/certdrift-dashboard-workload"}),
 			args: baseArgs, probePort: "http-metrics"},
 		"web-config": {objects: cat(common, clusterRO, []string{"Secret certdrift/certdrift-web-config", "ConfigMap certdrift/certdrift-config"}),
-			args: cat(baseArgs, []string{"--config=/etc/certdrift/config/config.yaml",
-				"--web.config.file=/etc/certdrift/web/web-config.yml", "--web.probe-address=:9810"}),
+			args:      cat(baseArgs, []string{"--config=/etc/certdrift/config/config.yaml"}, webArgs),
 			probePort: "http-probes"},
+		"podmonitor-auth": {objects: cat(common, clusterRO, []string{"PodMonitor certdrift/certdrift"}),
+			args: cat(baseArgs, webArgs), probePort: "http-probes"},
+		"rules-tuned": {objects: cat(common, test, clusterRO, []string{"PrometheusRule certdrift/certdrift"}),
+			args: baseArgs, probePort: "http-metrics"},
+		"runtime-tuned": {objects: cat(common, test, clusterRO, []string{"PodDisruptionBudget certdrift/certdrift"}),
+			args: baseArgs, probePort: "http-metrics"},
 	}
 	for _, c := range helmCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -181,7 +211,7 @@ func TestHelmTemplate(t *testing.T) {
 			if !ok {
 				t.Fatalf("no expectation for case %s", c.name)
 			}
-			_, objs := helmTemplate(t, c.set)
+			_, objs := helmTemplateArgs(t, c.args())
 			wantIDs := slices.Clone(w.objects)
 			slices.Sort(wantIDs)
 			if diff := cmp.Diff(wantIDs, ids(objs)); diff != "" {
@@ -212,7 +242,7 @@ func TestHelmTemplate(t *testing.T) {
 				}
 			}
 			psc, sc := spec.SecurityContext, ctr.SecurityContext
-			if psc == nil || sc == nil || psc.RunAsUser == nil || *psc.RunAsUser != 65532 || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot ||
+			if psc == nil || sc == nil || psc.RunAsUser == nil || *psc.RunAsUser == 0 || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot ||
 				psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
 				sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 				sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
@@ -229,6 +259,7 @@ func TestHelmTemplate(t *testing.T) {
 				{"NetworkPolicy", []string{"spec", "podSelector", "matchLabels"}},
 				{"ServiceMonitor", []string{"spec", "selector", "matchLabels"}},
 				{"PodMonitor", []string{"spec", "selector", "matchLabels"}},
+				{"PodDisruptionBudget", []string{"spec", "selector", "matchLabels"}},
 			} {
 				o := find(objs, sel.kind, releaseNS, "certdrift")
 				if o == nil {
@@ -260,7 +291,9 @@ func TestHelmSchemaRejects(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		set    []string
-		want   []string
+		// json are --set-json values, for lists and numbers.
+		json []string
+		want []string
 	}{
 		"BogusProfile": {
 			reason: "only the two profiles exist",
@@ -302,10 +335,91 @@ func TestHelmSchemaRejects(t *testing.T) {
 			set:    []string{"webConfig.enabled=true"},
 			want:   []string{"webConfig.config"},
 		},
+		"BothMonitors": {
+			reason: "a ServiceMonitor and a PodMonitor scrape every series twice",
+			set:    []string{"serviceMonitor.enabled=true", "podMonitor.enabled=true"},
+			want:   []string{"serviceMonitor.enabled", "podMonitor.enabled", "twice"},
+		},
+		"BasicAuthAndAuthorization": {
+			reason: "Prometheus takes one way of authenticating a scrape",
+			set: []string{"serviceMonitor.enabled=true", "serviceMonitor.basicAuth.username.name=s", "serviceMonitor.basicAuth.username.key=u",
+				"serviceMonitor.basicAuth.password.name=s", "serviceMonitor.basicAuth.password.key=p",
+				"serviceMonitor.authorization.credentials.name=s", "serviceMonitor.authorization.credentials.key=t"},
+			want: []string{"basicAuth or authorization"},
+		},
+		"BasicAuthWithoutPassword": {
+			reason: "a username alone cannot authenticate",
+			set:    []string{"podMonitor.basicAuth.username.name=s", "podMonitor.basicAuth.username.key=u"},
+			want:   []string{"podMonitor", "basicAuth", "password"},
+		},
+		"UnknownAlert": {
+			reason: "an override of an alert the rule file does not have (a typo, a rename) must not be ignored",
+			set:    []string{"prometheusRule.enabled=true", "prometheusRule.alerts.CertdriftNoSuchAlert.disabled=true"},
+			want:   []string{"prometheusRule.alerts.CertdriftNoSuchAlert", "matches no alert"},
+		},
+		"UnknownAlertSeverity": {
+			reason: "CertdriftAbsent exists only at warning",
+			set:    []string{"prometheusRule.enabled=true", "prometheusRule.alerts.CertdriftAbsent/critical.for=1h"},
+			want:   []string{"CertdriftAbsent/critical", "matches no alert"},
+		},
+		"UnknownOverrideField": {
+			reason: "a misspelt override field is refused",
+			set:    []string{"prometheusRule.alerts.CertdriftAbsent.severty=critical"},
+			want:   []string{"severty"},
+		},
+		"BadRuleDuration": {
+			reason: "for: must be a Prometheus duration",
+			set:    []string{"prometheusRule.alerts.CertdriftAbsent.for=5 minutes"},
+			want:   []string{"CertdriftAbsent", "for"},
+		},
+		"RepeatedGroup": {
+			reason: "Prometheus refuses a rule file with a group name twice",
+			set:    []string{"prometheusRule.enabled=true"},
+			json:   []string{`prometheusRule.extraGroups=[{"name":"certdrift.drift","rules":[{"record":"x:y","expr":"vector(1)"}]}]`},
+			want:   []string{"extraGroups", "certdrift.drift"},
+		},
+		"RunbookBaseWithAnchor": {
+			reason: "the anchor comes from each alert",
+			set:    []string{"prometheusRule.runbookBaseURL=https://wiki.example.com/x#y"},
+			want:   []string{"runbookBaseURL"},
+		},
+		"GoMemLimitRatioAboveOne": {
+			reason: "GOMEMLIMIT above the container limit means the GC never helps before the OOM kill",
+			json:   []string{"goMemLimitRatio=1.5"},
+			want:   []string{"goMemLimitRatio"},
+		},
+		"MemoryLimitNotAQuantity": {
+			reason: "256MB is not a Kubernetes quantity; the chart cannot compute GOMEMLIMIT from it",
+			set:    []string{"resources.limits.memory=256MB"},
+			want:   []string{"resources.limits.memory", "GOMEMLIMIT"},
+		},
+		"EnvRepeatsChartVariable": {
+			reason: "POD_NAME is the chart's; a second one would silently win or lose",
+			set:    []string{"env.POD_NAME=x"},
+			want:   []string{"POD_NAME", "twice"},
+		},
+		"PDBBoth": {
+			reason: "Kubernetes refuses a PodDisruptionBudget with minAvailable and maxUnavailable",
+			set:    []string{"podDisruptionBudget.enabled=true", "podDisruptionBudget.minAvailable=1", "podDisruptionBudget.maxUnavailable=1"},
+			want:   []string{"minAvailable", "maxUnavailable"},
+		},
+		"NetworkPolicyWithoutPeers": {
+			reason: "a policy admitting nobody blocks every scrape",
+			set:    []string{"networkPolicy.prometheusNamespace="},
+			want:   []string{"prometheusNamespace"},
+		},
+		"TestAddressNotHostPort": {
+			reason: "certdrift healthcheck takes HOST:PORT",
+			set:    []string{"tests.address=http://certdrift:9809/metrics"},
+			want:   []string{"tests", "address"},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"template", release, chartDir, "--namespace", releaseNS}, setArgs(tc.set)...)
+			for _, j := range tc.json {
+				args = append(args, "--set-json", j)
+			}
 			out, err := helm(t, args...)
 			if err == nil {
 				t.Fatalf("%s: helm template accepted %v:\n%.400s", tc.reason, tc.set, out)
@@ -454,7 +568,7 @@ func TestHelmRBACMatchesKustomize(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			_, k := render(t, c.kustomize)
-			_, h := helmTemplate(t, c.set)
+			_, h := helmTemplateArgs(t, c.args())
 			kp, hp := policy(t, k), policy(t, h)
 			if len(kp) == 0 {
 				t.Fatalf("kustomize overlay %s has no RBAC", c.kustomize)
@@ -511,7 +625,7 @@ func TestHelmOnAPIServer(t *testing.T) {
 	rendered := map[string][]byte{}
 	objects := map[string][]*unstructured.Unstructured{}
 	for _, c := range helmCases {
-		rendered[c.name], objects[c.name] = helmTemplate(t, c.set)
+		rendered[c.name], objects[c.name] = helmTemplateArgs(t, c.args())
 	}
 	helmBin(t)
 	tb := testbed.StartT(t, testbed.Options{Nodes: -1})
@@ -606,6 +720,23 @@ metadata:
 		b, _ := json.Marshal(pod)
 		if out, err := k("create", "--dry-run=server", "-f", write("pod.json", b)); err != nil {
 			t.Fatalf("the chart's pod is not admitted under the restricted level: %v\n%s", err, out)
+		}
+		// With the security-context overrides of runtime-tuned.yaml (another user id, a
+		// container-level seccomp profile), and the helm test hook's pod.
+		tuned := convert[appsv1.Deployment](t, find(objects["runtime-tuned"], "Deployment", releaseNS, "certdrift"))
+		tpod := corev1.Pod{TypeMeta: metav1TypeMeta("v1", "Pod"), ObjectMeta: tuned.Spec.Template.ObjectMeta, Spec: tuned.Spec.Template.Spec}
+		tpod.Name, tpod.Namespace = "certdrift-helm-psa-tuned", releaseNS
+		tb, _ := json.Marshal(tpod)
+		if out, err := k("create", "--dry-run=server", "-f", write("pod-tuned.json", tb)); err != nil {
+			t.Errorf("the runtime-tuned pod is not admitted under the restricted level: %v\n%s", err, out)
+		}
+		hook := find(objects["cluster-readonly"], "Pod", releaseNS, "certdrift-healthcheck")
+		if hook == nil {
+			t.Fatal("no helm test Pod in the cluster-readonly render")
+		}
+		hb, _ := json.Marshal(hook.Object)
+		if out, err := k("create", "--dry-run=server", "-f", write("pod-hook.json", hb)); err != nil {
+			t.Errorf("the helm test pod is not admitted under the restricted level: %v\n%s", err, out)
 		}
 		pod.Spec.SecurityContext.RunAsNonRoot = nil
 		pod.Spec.SecurityContext.RunAsUser = nil

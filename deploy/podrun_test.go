@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,17 +112,22 @@ func TestPodRun(t *testing.T) {
 	}
 	common := []string{"image.repository=certdrift", "image.tag=test", "log.format=text",
 		"extraArgs={--interval=1s,--grace=1s}"}
+	var installArgs func(t *testing.T, verb string, valueArgs ...string) corev1.Pod
 	install := func(t *testing.T, verb string, set ...string) corev1.Pod {
 		t.Helper()
-		args := append([]string{verb, release, chartDir, "--namespace", releaseNS, "--kubeconfig", tb.KubeconfigPath,
-			"--wait", "--timeout", "90s"}, setArgs(append(slices.Clone(common), set...))...)
+		return installArgs(t, verb, setArgs(set)...)
+	}
+	installArgs = func(t *testing.T, verb string, valueArgs ...string) corev1.Pod {
+		t.Helper()
+		args := append(append([]string{verb, release, chartDir, "--namespace", releaseNS, "--kubeconfig", tb.KubeconfigPath,
+			"--wait", "--timeout", "90s"}, setArgs(common)...), valueArgs...)
 		start := time.Now()
 		if out, err := helm(t, args...); err != nil {
 			state, _ := k("get", "deployments,replicasets,pods,events", "--namespace", releaseNS, "-o", "wide")
 			t.Fatalf("%v\n%s\n%s\n--- %s:\n%s", err, out, podLogs(ctx, tb), releaseNS, state)
 		}
-		pods := waitPods(ctx, t, tb, releaseNS, "app.kubernetes.io/name=certdrift", 1)
-		t.Logf("OBSERVED: helm %s %v: certdrift pod %s Ready %s after the start of helm", verb, set, pods[0].Name, time.Since(start).Round(100*time.Millisecond))
+		pods := waitPods(ctx, t, tb, releaseNS, "app.kubernetes.io/name=certdrift,app.kubernetes.io/component=exporter", 1)
+		t.Logf("OBSERVED: helm %s %v: certdrift pod %s Ready %s after the start of helm", verb, valueArgs, pods[0].Name, time.Since(start).Round(100*time.Millisecond))
 		return pods[0]
 	}
 	uninstall := func(t *testing.T) {
@@ -195,6 +201,105 @@ func TestPodRun(t *testing.T) {
 			t.Errorf("repair profile: no eviction done; exit %d, results %v\n%s", code, results, out)
 		}
 	})
+
+	// The tuning values (testdata/values/runtime-tuned.yaml, one replica here): the process gets
+	// GOMEMLIMIT and GOGC as the Go runtime reports them, the PodDisruptionBudget selects the
+	// pod, and `helm test` passes against the running release and fails against a closed port.
+	t.Run("Tuned", func(t *testing.T) {
+		pod := installArgs(t, "install", "-f", filepath.Join("testdata", "values", "runtime-tuned.yaml"), "--set", "replicas=1")
+		defer uninstall(t)
+		// A failed test pod stays (hook-delete-policy); it must go before the uninstall's wait.
+		defer func() {
+			if out, err := k("delete", "pod", "certdrift-healthcheck", "--namespace", releaseNS, "--ignore-not-found", "--wait"); err != nil {
+				t.Errorf("%v\n%s", err, out)
+			}
+		}()
+		// The findings changed with the repair above; what counts here is an audited cluster.
+		pollT(ctx, t, "the tuned pod's kubernetes source up", func() error {
+			expo, err := scrape(ctx, tb, pod.Name)
+			if err != nil {
+				return err
+			}
+			if _, up := staleFindings(expo); !up {
+				return errors.New("certdrift_source_up{source=\"kubernetes\"} is not 1")
+			}
+			return nil
+		})
+		checkNoForbidden(t, tb, pod.Name)
+
+		var wantLimit string
+		for _, e := range pod.Spec.Containers[0].Env {
+			if e.Name == "GOMEMLIMIT" {
+				wantLimit = e.Value
+			}
+		}
+		if wantLimit == "" {
+			t.Fatal("the pod has no GOMEMLIMIT")
+		}
+		expo, err := scrape(ctx, tb, pod.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for metric, want := range map[string]string{"go_gc_gomemlimit_bytes": wantLimit, "go_gc_gogc_percent": "150"} {
+			v, ok := sampleValue(expo, metric)
+			w, _ := strconv.ParseFloat(want, 64)
+			if !ok || v != w {
+				t.Errorf("%s = %v (present %v), want %s from the pod's env", metric, v, ok, want)
+			}
+			t.Logf("OBSERVED: %s %v", metric, v)
+		}
+
+		pollT(ctx, t, "the PodDisruptionBudget counting the certdrift pod", func() error {
+			pdb, err := tb.Client.PolicyV1().PodDisruptionBudgets(releaseNS).Get(ctx, release, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if pdb.Status.ExpectedPods != 1 || pdb.Status.CurrentHealthy != 1 {
+				return fmt.Errorf("expected %d healthy %d", pdb.Status.ExpectedPods, pdb.Status.CurrentHealthy)
+			}
+			return nil
+		})
+		if _, err := tb.Client.NetworkingV1().NetworkPolicies(releaseNS).Get(ctx, release, metav1.GetOptions{}); err != nil {
+			t.Errorf("NetworkPolicy: %v", err)
+		}
+
+		// The testbed has no Service routing or cluster DNS (test/testbed/README.md), so the test
+		// pod is pointed at the certdrift pod's IP; in a cluster the default is the Service.
+		helmTest := func(addr string) ([]byte, error) {
+			if out, err := helm(t, "upgrade", release, chartDir, "--namespace", releaseNS, "--kubeconfig", tb.KubeconfigPath,
+				"--reuse-values", "--set", "tests.address="+addr, "--wait", "--timeout", "90s"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			return helm(t, "test", release, "--namespace", releaseNS, "--kubeconfig", tb.KubeconfigPath, "--timeout", "90s")
+		}
+		if out, err := helmTest(pod.Status.PodIP + ":1"); err == nil {
+			t.Errorf("helm test passed against a closed port: the test pod checks nothing\n%s", out)
+		} else {
+			log, _ := tb.PodLog(releaseNS, "certdrift-healthcheck", "healthcheck")
+			t.Logf("OBSERVED: helm test against %s:1 failed as it must: %s", pod.Status.PodIP, tail(log, 2))
+		}
+		start := time.Now()
+		out, err := helmTest(pod.Status.PodIP + ":9809")
+		if err != nil {
+			log, _ := tb.PodLog(releaseNS, "certdrift-healthcheck", "healthcheck")
+			t.Fatalf("helm test: %v\n%s\ntest pod log:\n%s", err, out, log)
+		}
+		if !strings.Contains(string(out), "Succeeded") {
+			t.Errorf("helm test output does not report the test pod Succeeded:\n%s", out)
+		}
+		t.Logf("OBSERVED: helm test passed in %s:\n%s", time.Since(start).Round(100*time.Millisecond), out)
+	})
+}
+
+// sampleValue is the value of the first sample of an unlabelled metric in a text exposition.
+func sampleValue(expo, name string) (float64, bool) {
+	for _, line := range strings.Split(expo, "\n") {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 // waitPods waits for want Ready pods matching selector.

@@ -30,6 +30,8 @@ type cli struct {
 	Audit   auditCmd   `cmd:"" help:"Compare desired, loaded and served certificates once and report the findings."`
 	Serve   serveCmd   `cmd:"" help:"Keep comparing and expose views, findings, drift age and rotation convergence as Prometheus metrics."`
 	Version versionCmd `cmd:"" help:"Print the version, commit and Go version."`
+
+	Healthcheck healthcheckCmd `cmd:"" help:"GET /-/ready and /metrics of a running certdrift serve over plain HTTP; exit 0 when both answer 200 with certdrift's exposition (the Helm chart's helm test pod)."`
 }
 
 // streams are where commands write: bound so that tests and future commands need not use globals.

@@ -115,6 +115,13 @@ Eviction API (PodDisruptionBudgets are honoured), or patch the owner's pod templ
 {{- end -}}
 
 {{/* Endpoint fields shared by the ServiceMonitor and the PodMonitor. */}}
+{{- define "certdrift.oneMonitor" -}}
+{{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled -}}
+{{- fail "serviceMonitor.enabled and podMonitor.enabled are both true: Prometheus would scrape every certdrift series twice (once per monitor); enable one" -}}
+{{- end -}}
+{{- end -}}
+
+
 {{- define "certdrift.monitorEndpoint" -}}
 port: http-metrics
 path: /metrics
@@ -128,6 +135,17 @@ scrapeTimeout: {{ . }}
 {{- end }}
 {{- with .tlsConfig }}
 tlsConfig:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if and .basicAuth .authorization }}
+{{- fail "serviceMonitor/podMonitor: set basicAuth or authorization, not both (Prometheus accepts one way of authenticating a scrape)" }}
+{{- end }}
+{{- with .basicAuth }}
+basicAuth:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .authorization }}
+authorization:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with .relabelings }}
