@@ -16,7 +16,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
@@ -49,7 +49,7 @@ func fleet(secrets, pods int) Round {
 		r.Inputs.Envoys = append(r.Inputs.Envoys, audit.EnvoyView{
 			Config: config.Envoy{Name: name},
 			Pod:    &audit.PodContext{Namespace: ns, Pod: fmt.Sprintf("gw-%d", p), Workload: "Deployment/gw"},
-			Admin: &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "server_cert", State: envoyadmin.SecretActive,
+			Admin: &envoystate.Snapshot{Secrets: []envoystate.Secret{{Name: "server_cert", State: envoystate.SecretActive,
 				HasCertificate: true, Chain: []*x509.Certificate{loaded}}}},
 			Served: []tlsprobe.Result{{Target: tlsprobe.Target{Address: addr, SNI: leaf[i].Subject.CommonName},
 				Chain: []*x509.Certificate{loaded}, Duration: 3 * time.Millisecond}},
