@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -96,9 +95,8 @@ func rewrite(v any, key func(string) string, typ func(string) (string, bool)) an
 	return v
 }
 
-func sameKey(k string) string             { return k }
-func sameType(s string) (string, bool)    { return s, true }
-func withoutType(s string) (string, bool) { return "", false }
+func sameKey(k string) string          { return k }
+func sameType(s string) (string, bool) { return s, true }
 
 // lowerCamel is protojson's JSON name of a proto field name.
 func lowerCamel(k string) string {
@@ -119,13 +117,6 @@ func v2Types(s string) (string, bool) {
 		}
 	}
 	return s, true
-}
-
-func noLastUpdated(ss []secretSummary) []secretSummary {
-	for i := range ss {
-		ss[i].LastUpdated = time.Time{}
-	}
-	return ss
 }
 
 // TestDumpShapesReadAlike: the same secrets and listeners, printed the ways older Envoys and
