@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 	"github.com/certdrift/certdrift/test/certs"
@@ -32,7 +32,7 @@ func BenchmarkRun(b *testing.B) {
 	}
 	var envoys []EnvoyView
 	for e := range nEnvoys {
-		snap := &envoyadmin.Snapshot{AdminURL: "http://x"}
+		snap := &envoystate.Snapshot{AdminURL: "http://x"}
 		var eps []config.Endpoint
 		var res []tlsprobe.Result
 		for i := range nCerts {
@@ -40,7 +40,7 @@ func BenchmarkRun(b *testing.B) {
 			if (i+e)%10 == 0 {
 				c = olds[i]
 			}
-			snap.Contexts = append(snap.Contexts, envoyadmin.TLSContext{Chain: []envoyadmin.CertDetail{detail(fmt.Sprintf("/certs/%d/tls.crt", i), c)}})
+			snap.Contexts = append(snap.Contexts, envoystate.TLSContext{Chain: []envoystate.CertDetail{detail(fmt.Sprintf("/certs/%d/tls.crt", i), c)}})
 			addr := fmt.Sprintf("10.0.%d.1:%d", e, 8000+i)
 			eps = append(eps, config.Endpoint{Address: addr, SNI: []string{fmt.Sprintf("svc-%d.example.com", i)}, Source: fmt.Sprintf("s%d", i)})
 			res = append(res, served(addr, fmt.Sprintf("svc-%d.example.com", i), c))

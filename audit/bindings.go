@@ -9,7 +9,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // Binding origins, in order of trust.
@@ -224,9 +224,9 @@ func (a *auditor) bindingForEndpoint(ev *EnvoyView, bs []*Binding, ep config.End
 
 // matchFilterChain picks the filter chain Envoy would use for a connection to port with SNI:
 // an exact server name, then a wildcard, then a chain with no server names.
-func matchFilterChain(ls []envoyadmin.FilterChainTLS, address, sni string) *envoyadmin.FilterChainTLS {
+func matchFilterChain(ls []envoystate.FilterChainTLS, address, sni string) *envoystate.FilterChainTLS {
 	port := portOf(address)
-	var wildcard, fallback *envoyadmin.FilterChainTLS
+	var wildcard, fallback *envoystate.FilterChainTLS
 	for i := range ls {
 		fc := &ls[i]
 		if port == "" || portOf(fc.Address) != port {

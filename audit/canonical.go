@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
@@ -43,35 +43,35 @@ func canonicalEnvoys(evs []EnvoyView) []EnvoyView {
 	return out
 }
 
-func canonicalSnapshot(snap *envoyadmin.Snapshot) *envoyadmin.Snapshot {
+func canonicalSnapshot(snap *envoystate.Snapshot) *envoystate.Snapshot {
 	c := *snap
-	c.Contexts = make([]envoyadmin.TLSContext, len(snap.Contexts))
+	c.Contexts = make([]envoystate.TLSContext, len(snap.Contexts))
 	for i, tc := range snap.Contexts {
 		tc.CA, tc.Chain = sortedDetails(tc.CA), sortedDetails(tc.Chain)
 		c.Contexts[i] = tc
 	}
-	c.Contexts = sortedBy(c.Contexts, func(tc envoyadmin.TLSContext) string {
+	c.Contexts = sortedBy(c.Contexts, func(tc envoystate.TLSContext) string {
 		return detailsKey(tc.Chain) + "\x00" + detailsKey(tc.CA)
 	})
-	c.Secrets = make([]envoyadmin.Secret, len(snap.Secrets))
+	c.Secrets = make([]envoystate.Secret, len(snap.Secrets))
 	for i, s := range snap.Secrets {
 		s.Chain = leafFirst(s.Chain)
 		c.Secrets[i] = s
 	}
-	c.Secrets = sortedBy(c.Secrets, func(s envoyadmin.Secret) string {
+	c.Secrets = sortedBy(c.Secrets, func(s envoystate.Secret) string {
 		return strings.Join([]string{s.Name, string(s.State), s.VersionInfo, s.LastUpdated.UTC().Format(time.RFC3339Nano),
 			chainKey(s.Chain), chainKey(s.ValidationCA), s.CertFile, s.CAFile}, "\x00")
 	})
-	c.Listeners = sortedBy(snap.Listeners, func(fc envoyadmin.FilterChainTLS) string {
+	c.Listeners = sortedBy(snap.Listeners, func(fc envoystate.FilterChainTLS) string {
 		return strings.Join([]string{fc.Listener, fc.State, fc.Address, fc.FilterChain, strings.Join(fc.ServerNames, ","),
 			strings.Join(fc.SDSCertNames, ","), strings.Join(fc.CertFiles, ",")}, "\x00")
 	})
 	c.ConfigSkipped = slices.Clone(snap.ConfigSkipped)
-	slices.SortStableFunc(c.ConfigSkipped, func(x, y envoyadmin.ConfigSkip) int { return cmp.Compare(x.String(), y.String()) })
+	slices.SortStableFunc(c.ConfigSkipped, func(x, y envoystate.ConfigSkip) int { return cmp.Compare(x.String(), y.String()) })
 	return &c
 }
 
-func sortedDetails(ds []envoyadmin.CertDetail) []envoyadmin.CertDetail {
+func sortedDetails(ds []envoystate.CertDetail) []envoystate.CertDetail {
 	return sortedBy(ds, detailKey)
 }
 
@@ -97,7 +97,7 @@ func sortedBy[T any](xs []T, key func(T) string) []T {
 	return out
 }
 
-func detailKey(d envoyadmin.CertDetail) string {
+func detailKey(d envoystate.CertDetail) string {
 	serial := d.SerialText
 	if d.Serial != nil {
 		serial = pki.SerialHex(d.Serial)
@@ -106,7 +106,7 @@ func detailKey(d envoyadmin.CertDetail) string {
 		strings.Join(d.DNSNames, ","), strings.Join(d.URIs, ","), strings.Join(d.IPAddresses, ",")}, "|")
 }
 
-func detailsKey(ds []envoyadmin.CertDetail) string {
+func detailsKey(ds []envoystate.CertDetail) string {
 	keys := make([]string, len(ds))
 	for i, d := range ds {
 		keys[i] = detailKey(d)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
 
@@ -293,7 +293,7 @@ func reason(err error) string {
 // certificates when inlined) and /certs entries whose path is the binding's file, newest first
 // (see byNewest). problem says why nothing usable was found when something was there: a bound
 // secret whose certificate did not parse.
-func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) ([]loadedCert, string) {
+func (a *auditor) loadedFor(snap *envoystate.Snapshot, b *Binding) ([]loadedCert, string) {
 	if snap == nil {
 		return nil, "no admin endpoint to read the loaded view from"
 	}
@@ -304,7 +304,7 @@ func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) ([]loadedCert
 		files[filepath.Clean(b.File)] = true
 	}
 	for _, s := range snap.Secrets {
-		if !s.HasCertificate || s.State == envoyadmin.SecretWarming {
+		if !s.HasCertificate || s.State == envoystate.SecretWarming {
 			continue
 		}
 		if (b.Secret != "" && s.Name == b.Secret) || (s.CertFile != "" && files[filepath.Clean(s.CertFile)]) {
@@ -341,7 +341,7 @@ func (a *auditor) loadedFor(snap *envoyadmin.Snapshot, b *Binding) ([]loadedCert
 // cluster's upstream context, an SDS secret name that says nothing), so neither a path nor a
 // name ties them. The certificates it holds with exactly the desired leaf's DNS and URI names
 // are the copies of it, old or new; a desired leaf without names matches only itself.
-func (a *auditor) loadedByNames(snap *envoyadmin.Snapshot, b *Binding) []loadedCert {
+func (a *auditor) loadedByNames(snap *envoystate.Snapshot, b *Binding) []loadedCert {
 	d := a.desired.lookup(b.Source, b.Item)
 	if snap == nil || d == nil || d.leaf == nil {
 		return nil
@@ -349,7 +349,7 @@ func (a *auditor) loadedByNames(snap *envoyadmin.Snapshot, b *Binding) []loadedC
 	named := len(d.leaf.DNSNames)+len(d.leaf.URIs) > 0
 	var out []loadedCert
 	for _, s := range snap.Secrets {
-		if !s.HasCertificate || s.State == envoyadmin.SecretWarming || len(s.Chain) == 0 || s.Chain[0] == nil {
+		if !s.HasCertificate || s.State == envoystate.SecretWarming || len(s.Chain) == 0 || s.Chain[0] == nil {
 			continue
 		}
 		leaf := s.Chain[0]
@@ -376,7 +376,7 @@ func isFilePath(p string) bool {
 	return p != "" && !strings.Contains(p, "<inline>")
 }
 
-func validityOfDetail(cd envoyadmin.CertDetail) validity {
+func validityOfDetail(cd envoystate.CertDetail) validity {
 	return validity{serial: cd.Serial, notBefore: cd.ValidFrom, notAfter: cd.Expiration, subject: firstName(cd)}
 }
 
@@ -423,11 +423,11 @@ func compareSerial(x, y *big.Int) int {
 // what an Envoy holds for each of its bindings stays linear in the number of contexts. Every
 // cert_chain entry of a context is a leaf: Envoy lists one per tls_certificate (an RSA and an
 // ECDSA certificate on one context are two entries), never intermediates.
-func (a *auditor) leavesByPath(snap *envoyadmin.Snapshot) map[string][]envoyadmin.CertDetail {
+func (a *auditor) leavesByPath(snap *envoystate.Snapshot) map[string][]envoystate.CertDetail {
 	if m, ok := a.pathIndex[snap]; ok {
 		return m
 	}
-	m := map[string][]envoyadmin.CertDetail{}
+	m := map[string][]envoystate.CertDetail{}
 	for _, c := range snap.Contexts {
 		for _, cd := range c.Chain {
 			p := filepath.Clean(cd.Path)
@@ -444,7 +444,7 @@ func (a *auditor) leavesByPath(snap *envoyadmin.Snapshot) map[string][]envoyadmi
 // new secret in config_dump while every TLS context keeps the old certificate, and only /certs
 // shows that. So when /certs has no context with the secret's leaf, the contexts with the same
 // names are what is loaded.
-func inUse(snap *envoyadmin.Snapshot, s envoyadmin.Secret) []loadedCert {
+func inUse(snap *envoystate.Snapshot, s envoystate.Secret) []loadedCert {
 	leaf := s.Chain[0]
 	accepted := loadedCert{v: validityOf(leaf), cert: leaf, where: "config_dump secret " + s.Name}
 	if snap.CertsErr != nil || len(snap.Contexts) == 0 {
@@ -478,7 +478,7 @@ func uriStrings(c *x509.Certificate) []string {
 	return out
 }
 
-func firstName(cd envoyadmin.CertDetail) string {
+func firstName(cd envoystate.CertDetail) string {
 	switch {
 	case len(cd.DNSNames) > 0:
 		return "DNS:" + cd.DNSNames[0]
@@ -672,11 +672,11 @@ func (a *auditor) checkRotation(ev *EnvoyView, bs []*Binding, state map[*Binding
 	bySecret := map[string]*Binding{}
 	secretName := map[string]string{}
 	for _, s := range snap.Secrets {
-		secretName[envoyadmin.SanitizeStatName(s.Name)] = s.Name
+		secretName[envoystate.SanitizeStatName(s.Name)] = s.Name
 	}
 	for _, b := range bs {
 		if b.Secret != "" {
-			bySecret[envoyadmin.SanitizeStatName(b.Secret)] = b
+			bySecret[envoystate.SanitizeStatName(b.Secret)] = b
 		}
 	}
 	for statName, n := range snap.Stats.KeyRotationFailed() {
@@ -705,7 +705,7 @@ func (a *auditor) checkRotation(ev *EnvoyView, bs []*Binding, state map[*Binding
 			Advice:   "check the new certificate and key (KEY_MISMATCH, PARSE_ERROR) and Envoy's log; Envoy keeps the old certificate until a valid pair arrives"})
 	}
 	for _, s := range snap.Secrets {
-		if s.State != envoyadmin.SecretWarming {
+		if s.State != envoystate.SecretWarming {
 			continue
 		}
 		a.add(Finding{Code: RotationFailed, Severity: Warning, Subject: Subject{Envoy: ev.Config.Name, Secret: s.Name},

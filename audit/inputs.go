@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
@@ -22,7 +22,7 @@ type Inputs struct {
 type EnvoyView struct {
 	Config config.Envoy
 	// Admin is nil when no admin URL is configured.
-	Admin  *envoyadmin.Snapshot
+	Admin  *envoystate.Snapshot
 	Served []tlsprobe.Result
 	// Pod is set in Kubernetes mode: the pod behind this Envoy, for the checks that need its
 	// workload, start time and mounts. nil in local mode.

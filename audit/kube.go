@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
 
@@ -339,7 +339,7 @@ func (a *auditor) loadedTrust(ev *EnvoyView, source, item string) (liveTrust, bo
 			}
 		}
 	}
-	var only []envoyadmin.Secret
+	var only []envoystate.Secret
 	for _, s := range ev.Admin.Secrets {
 		if !s.HasValidation || len(s.ValidationCA) == 0 {
 			continue

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 	"github.com/certdrift/certdrift/test/certs"
@@ -22,7 +22,7 @@ func kubeDesired(name string, leaf *certs.Leaf, changedAt time.Time, ca ...*x509
 }
 
 // pod is an Envoy pod of workload wl with bindings to sources and the given handshakes.
-func pod(ns, name, wl string, started time.Time, admin *envoyadmin.Snapshot, bindings []config.Binding, served ...tlsprobe.Result) EnvoyView {
+func pod(ns, name, wl string, started time.Time, admin *envoystate.Snapshot, bindings []config.Binding, served ...tlsprobe.Result) EnvoyView {
 	ev := EnvoyView{Config: config.Envoy{Name: ns + "/" + name, Bindings: bindings}, Admin: admin, Served: served,
 		Pod: &PodContext{Namespace: ns, Pod: name, Workload: wl, StartedAt: started}}
 	if admin != nil {
@@ -194,16 +194,16 @@ func TestLivePairing(t *testing.T) {
 
 	// proxy holds its client leaf and trust in file-based SDS secrets watching /certs.
 	proxy := func(l *certs.Leaf, trust ...*x509.Certificate) EnvoyView {
-		snap := &envoyadmin.Snapshot{AdminURL: "http://proxy:19000", Secrets: []envoyadmin.Secret{
-			{Name: "xds_certificate", State: envoyadmin.SecretActive, HasCertificate: true, WatchedDir: "/certs", Chain: l.Chain()},
-			{Name: "xds_trusted_ca", State: envoyadmin.SecretActive, HasValidation: true, WatchedDir: "/certs", ValidationCA: trust},
+		snap := &envoystate.Snapshot{AdminURL: "http://proxy:19000", Secrets: []envoystate.Secret{
+			{Name: "xds_certificate", State: envoystate.SecretActive, HasCertificate: true, WatchedDir: "/certs", Chain: l.Chain()},
+			{Name: "xds_trusted_ca", State: envoystate.SecretActive, HasValidation: true, WatchedDir: "/certs", ValidationCA: trust},
 		}}
 		return pod("eg", "envoy-1", "Deployment/envoy", started, snap, []config.Binding{{Source: "eg/envoy", Secret: "xds_certificate"}})
 	}
 	cp := func(l *certs.Leaf, trust ...*x509.Certificate) EnvoyView {
-		snap := &envoyadmin.Snapshot{AdminURL: "http://cp:19001", Secrets: []envoyadmin.Secret{
-			{Name: "server_cert", State: envoyadmin.SecretActive, HasCertificate: true, WatchedDir: "/certs", Chain: l.Chain()},
-			{Name: "client_ca", State: envoyadmin.SecretActive, HasValidation: true, WatchedDir: "/certs", ValidationCA: trust},
+		snap := &envoystate.Snapshot{AdminURL: "http://cp:19001", Secrets: []envoystate.Secret{
+			{Name: "server_cert", State: envoystate.SecretActive, HasCertificate: true, WatchedDir: "/certs", Chain: l.Chain()},
+			{Name: "client_ca", State: envoystate.SecretActive, HasValidation: true, WatchedDir: "/certs", ValidationCA: trust},
 		}}
 		return pod("eg", "envoy-gateway-1", "Deployment/envoy-gateway", started, snap,
 			[]config.Binding{{Source: "eg/envoy-gateway", Secret: "server_cert"}},

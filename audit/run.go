@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // auditor carries the state of one Run. Every check is a method that reads the inputs and calls
@@ -21,7 +21,7 @@ type auditor struct {
 	// seenValidity de-duplicates expiry findings: one certificate seen in several views is
 	// reported once, where it was seen first (desired before loaded before served).
 	seenValidity map[string]bool
-	pathIndex    map[*envoyadmin.Snapshot]map[string][]envoyadmin.CertDetail
+	pathIndex    map[*envoystate.Snapshot]map[string][]envoystate.CertDetail
 	// served keeps every handshake with the binding it was judged against, for the checks
 	// across Envoys (replicas, peer pairings).
 	served []servedRecord
@@ -36,7 +36,7 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	}
 	in.Desired, in.Envoys = canonicalDesired(in.Desired), canonicalEnvoys(in.Envoys)
 	a := &auditor{now: now, policy: policy, cfg: cfg, desired: indexDesired(in.Desired), seenValidity: map[string]bool{},
-		pathIndex: map[*envoyadmin.Snapshot]map[string][]envoyadmin.CertDetail{}}
+		pathIndex: map[*envoystate.Snapshot]map[string][]envoystate.CertDetail{}}
 	a.checkDesired(in.Desired)
 	a.checkPairings()
 	handshakes, handshakesJudged := 0, 0

@@ -15,6 +15,7 @@ import (
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 	"github.com/certdrift/certdrift/test/certs"
@@ -70,15 +71,15 @@ func desired(name string, leaf *certs.Leaf, changedAt time.Time, mod ...func(*fi
 	return files.Observation{Source: files.Source{Name: name}, ChangedAt: changedAt, Items: []files.Item{it}}
 }
 
-func detail(path string, c *x509.Certificate) envoyadmin.CertDetail {
-	return envoyadmin.CertDetail{Path: path, Serial: c.SerialNumber, SerialText: fmt.Sprintf("%X", c.SerialNumber),
+func detail(path string, c *x509.Certificate) envoystate.CertDetail {
+	return envoystate.CertDetail{Path: path, Serial: c.SerialNumber, SerialText: fmt.Sprintf("%X", c.SerialNumber),
 		DNSNames: c.DNSNames, ValidFrom: c.NotBefore, Expiration: c.NotAfter}
 }
 
-func loadedFile(path string, cs ...*x509.Certificate) *envoyadmin.Snapshot {
-	s := &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901"}
+func loadedFile(path string, cs ...*x509.Certificate) *envoystate.Snapshot {
+	s := &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901"}
 	for _, c := range cs {
-		s.Contexts = append(s.Contexts, envoyadmin.TLSContext{Chain: []envoyadmin.CertDetail{detail(path, c)}})
+		s.Contexts = append(s.Contexts, envoystate.TLSContext{Chain: []envoystate.CertDetail{detail(path, c)}})
 	}
 	return s
 }
@@ -87,7 +88,7 @@ func served(addr, sni string, chain ...*x509.Certificate) tlsprobe.Result {
 	return tlsprobe.Result{Target: tlsprobe.Target{Address: addr, SNI: sni}, Chain: chain}
 }
 
-func envoy(name string, admin *envoyadmin.Snapshot, eps []config.Endpoint, r ...tlsprobe.Result) EnvoyView {
+func envoy(name string, admin *envoystate.Snapshot, eps []config.Endpoint, r ...tlsprobe.Result) EnvoyView {
 	return EnvoyView{Config: config.Envoy{Name: name, Admin: "http://127.0.0.1:9901", Endpoints: eps}, Admin: admin, Served: r}
 }
 
@@ -188,20 +189,20 @@ func TestRun(t *testing.T) {
 		"UnreachableAdminAndEndpoint": {
 			reason: "nothing answered: two gaps in coverage, the rest of the audit still runs",
 			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
-				Envoys: []EnvoyView{envoy("edge", &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:1",
+				Envoys: []EnvoyView{envoy("edge", &envoystate.Snapshot{AdminURL: "http://127.0.0.1:1",
 					CertsErr: refused(), ConfigErr: refused(), StatsErr: refused()}, ep,
 					tlsprobe.Result{Target: tlsprobe.Target{Address: "127.0.0.1:10000", SNI: "www.example.com"}, Err: errors.New("i/o timeout"), Reason: "timeout"})}},
 			want: got{Codes: []string{"UNREACHABLE warning", "UNREACHABLE warning"}, States: []string{"web=unknown"}},
 		},
 		"AdminAnswersGarbage": {
 			reason: "an admin port that answers with HTML is a parse error, not unreachable",
-			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901",
+			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901",
 				CertsErr: errors.New("response is HTML, not JSON")}, nil)}},
 			want: got{Codes: []string{"PARSE_ERROR warning"}},
 		},
 		"AdminAnswers503": {
 			reason: "a 5xx from the admin port (or a proxy before it) is a gap in coverage, not a parse error",
-			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901",
+			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901",
 				CertsErr: &envoyadmin.StatusError{URL: "http://127.0.0.1:9901/certs", Code: 503}}, nil)}},
 			want: got{Codes: []string{"UNREACHABLE warning"}},
 		},
@@ -228,8 +229,8 @@ func TestRun(t *testing.T) {
 		},
 		"WarmingSecret": {
 			reason: "a secret that never became active",
-			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoyadmin.Snapshot{AdminURL: "http://x",
-				Secrets: []envoyadmin.Secret{{Name: "spiffe://a/b", State: envoyadmin.SecretWarming}}}, nil)}},
+			in: Inputs{Envoys: []EnvoyView{envoy("edge", &envoystate.Snapshot{AdminURL: "http://x",
+				Secrets: []envoystate.Secret{{Name: "spiffe://a/b", State: envoystate.SecretWarming}}}, nil)}},
 			want: got{Codes: []string{"ROTATION_FAILED warning"}},
 		},
 		"PairingGap": {
@@ -307,15 +308,15 @@ func refused() error {
 
 // inlineSecret adds a file-based SDS secret as Envoy 1.36/1.40 dump it: the certificate inlined,
 // the watched directory kept, no filename.
-func inlineSecret(s *envoyadmin.Snapshot, name, watched string, leaf *x509.Certificate, counters map[string]uint64) *envoyadmin.Snapshot {
-	s.Secrets = append(s.Secrets, envoyadmin.Secret{Name: name, State: envoyadmin.SecretActive, HasCertificate: true, WatchedDir: watched, Chain: []*x509.Certificate{leaf}})
-	s.Stats = envoyadmin.Stats{Counters: counters}
+func inlineSecret(s *envoystate.Snapshot, name, watched string, leaf *x509.Certificate, counters map[string]uint64) *envoystate.Snapshot {
+	s.Secrets = append(s.Secrets, envoystate.Secret{Name: name, State: envoystate.SecretActive, HasCertificate: true, WatchedDir: watched, Chain: []*x509.Certificate{leaf}})
+	s.Stats = envoystate.Stats{Counters: counters}
 	return s
 }
 
-func withSecret(s *envoyadmin.Snapshot, name, file string, counters map[string]uint64) *envoyadmin.Snapshot {
-	s.Secrets = append(s.Secrets, envoyadmin.Secret{Name: name, State: envoyadmin.SecretActive, HasCertificate: true, CertFile: file})
-	s.Stats = envoyadmin.Stats{Counters: counters}
+func withSecret(s *envoystate.Snapshot, name, file string, counters map[string]uint64) *envoystate.Snapshot {
+	s.Secrets = append(s.Secrets, envoystate.Secret{Name: name, State: envoystate.SecretActive, HasCertificate: true, CertFile: file})
+	s.Stats = envoystate.Stats{Counters: counters}
 	return s
 }
 

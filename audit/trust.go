@@ -11,7 +11,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // Trust is a view of its own: the CA bundle an Envoy has loaded in a validation context is bound
@@ -46,10 +46,10 @@ type trustBinding struct {
 // loadedBundles lists the trust bundles of a snapshot that can be bound: validation secrets of
 // config_dump (active or static) and the CA of each /certs context read from a file. An inline
 // /certs CA (SDS-delivered) is the same bundle config_dump shows in full.
-func loadedBundles(snap *envoyadmin.Snapshot) []loadedBundle {
+func loadedBundles(snap *envoystate.Snapshot) []loadedBundle {
 	var out []loadedBundle
 	for _, s := range snap.Secrets {
-		if !s.HasValidation || s.State == envoyadmin.SecretWarming || len(s.ValidationCA) == 0 {
+		if !s.HasValidation || s.State == envoystate.SecretWarming || len(s.ValidationCA) == 0 {
 			continue
 		}
 		out = append(out, loadedBundle{where: "config_dump secret " + s.Name, secret: s.Name, file: s.CAFile, dir: cmp.Or(s.CAWatchedDir, s.WatchedDir), cas: s.ValidationCA})
@@ -81,7 +81,7 @@ func loadedBundles(snap *envoyadmin.Snapshot) []loadedBundle {
 // listsAllCAs reports whether an Envoy's /certs lists every CA of a trust bundle: Envoy 1.40 does
 // (each ca_cert entry is one CA of the file), 1.36 printed only the first. An Envoy whose version
 // is unknown lists them all if any context shows more than one.
-func listsAllCAs(snap *envoyadmin.Snapshot) bool {
+func listsAllCAs(snap *envoystate.Snapshot) bool {
 	var major, minor int
 	if _, err := fmt.Sscanf(snap.ServerVersion, "%d.%d", &major, &minor); err == nil && (major > 1 || major == 1 && minor >= 40) {
 		return true

@@ -20,6 +20,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
@@ -44,14 +45,14 @@ func readRecording(t testing.TB, version, name string) []byte {
 }
 
 // snapshotOf parses admin bodies the way the client does, keeping each part's error.
-func snapshotOf(certsJSON, dumpJSON []byte) *envoyadmin.Snapshot {
-	s := &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901", CollectedAt: recordedAt}
+func snapshotOf(certsJSON, dumpJSON []byte) *envoystate.Snapshot {
+	s := &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901", CollectedAt: recordedAt}
 	s.Contexts, s.CertsErr = envoyadmin.ParseCerts(certsJSON)
 	s.Secrets, s.Listeners, s.ConfigSkipped, s.ConfigErr = envoyadmin.ParseConfigDumpDetail(dumpJSON)
 	return s
 }
 
-func realSnapshot(t testing.TB, version string) *envoyadmin.Snapshot {
+func realSnapshot(t testing.TB, version string) *envoystate.Snapshot {
 	return snapshotOf(readRecording(t, version, "certs.json"), readRecording(t, version, "config_dump.json"))
 }
 
@@ -178,14 +179,14 @@ func TestLoadedTrustIsJudged(t *testing.T) {
 		o.Source.Dir = dir
 		return o
 	}
-	certsCA := func(path string, ca *x509.Certificate) *envoyadmin.Snapshot {
+	certsCA := func(path string, ca *x509.Certificate) *envoystate.Snapshot {
 		s := loadedFile("/etc/other/tls.crt", f.other.Cert)
-		s.Contexts[0].CA = []envoyadmin.CertDetail{detail(path, ca)}
+		s.Contexts[0].CA = []envoystate.CertDetail{detail(path, ca)}
 		return s
 	}
-	validation := func(name, watched, caFile string, cas ...*x509.Certificate) *envoyadmin.Snapshot {
-		return &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901", Secrets: []envoyadmin.Secret{{
-			Name: name, State: envoyadmin.SecretActive, HasValidation: true, ValidationCA: cas, WatchedDir: watched, CAFile: caFile}}}
+	validation := func(name, watched, caFile string, cas ...*x509.Certificate) *envoystate.Snapshot {
+		return &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901", Secrets: []envoystate.Secret{{
+			Name: name, State: envoystate.SecretActive, HasValidation: true, ValidationCA: cas, WatchedDir: watched, CAFile: caFile}}}
 	}
 	type want struct {
 		Trust []string // "source=state"
@@ -224,7 +225,7 @@ func TestLoadedTrustIsJudged(t *testing.T) {
 		"Envoy140AllCAsAnyOrder": {
 			reason:  "Envoy 1.40 listing both CAs of the desired bundle, in another order",
 			desired: mesh(rotated, f.ca.Cert, f.ca2.Cert),
-			ev: envoy("edge", func() *envoyadmin.Snapshot {
+			ev: envoy("edge", func() *envoystate.Snapshot {
 				s := certsCA(caFile, f.ca2.Cert)
 				s.Contexts[0].CA = append(s.Contexts[0].CA, detail(caFile, f.ca.Cert))
 				return s
@@ -296,14 +297,14 @@ func TestLoadedTrustIsJudged(t *testing.T) {
 	}
 }
 
-func withVersion(s *envoyadmin.Snapshot, v string) *envoyadmin.Snapshot {
+func withVersion(s *envoystate.Snapshot, v string) *envoystate.Snapshot {
 	s.ServerVersion = v
 	return s
 }
 
 // permute returns a copy of snap with every list shuffled: contexts, the entries of each
 // context, secrets, the CAs of each bundle, listeners.
-func permute(snap *envoyadmin.Snapshot, rng *rand.Rand) *envoyadmin.Snapshot {
+func permute(snap *envoystate.Snapshot, rng *rand.Rand) *envoystate.Snapshot {
 	c := *snap
 	shuffle := func(n int, swap func(i, j int)) { rng.Shuffle(n, swap) }
 	c.Contexts = slices.Clone(snap.Contexts)
@@ -358,7 +359,7 @@ func reportJSON(t testing.TB, r Report) string {
 // recordedDesired is the desired view behind a real recording, rebuilt from what the Envoy
 // loaded: the desired certificate of each inline secret is the one it holds, so that a
 // permutation has bindings, states and pairings to disturb.
-func recordedDesired(snap *envoyadmin.Snapshot, changedAt time.Time) []files.Observation {
+func recordedDesired(snap *envoystate.Snapshot, changedAt time.Time) []files.Observation {
 	var out []files.Observation
 	for _, s := range snap.Secrets {
 		if len(s.Chain) == 0 && len(s.ValidationCA) == 0 {
@@ -447,7 +448,7 @@ func TestIncompleteCoverageIsNotClean(t *testing.T) {
 	f := newFixture(t)
 	missingDir := files.Observation{Source: files.Source{Name: "web", Dir: "/nonexistent/tls"},
 		Err: fmt.Errorf("read /nonexistent/tls: %w", fs.ErrNotExist)}
-	refusedAdmin := &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:1", CertsErr: refused(), ConfigErr: refused(), StatsErr: refused()}
+	refusedAdmin := &envoystate.Snapshot{AdminURL: "http://127.0.0.1:1", CertsErr: refused(), ConfigErr: refused(), StatsErr: refused()}
 	refusedTLS := tlsprobe.Result{Target: tlsprobe.Target{Address: "127.0.0.1:2"}, Err: refused(), Reason: "refused"}
 	cases := map[string]struct {
 		reason string
@@ -480,14 +481,14 @@ func TestIncompleteCoverageIsNotClean(t *testing.T) {
 		"ExplicitBindingNamesNothing": {
 			reason: "a binding from configuration to a source that is not there",
 			in: Inputs{Envoys: []EnvoyView{{Config: config.Envoy{Name: "edge", Bindings: []config.Binding{{Source: "ns/gone", Secret: "gone"}}},
-				Admin: &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901"}}}},
+				Admin: &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901"}}}},
 			code: SourceMissing,
 		},
 		"AdminHoldsNothingForABinding": {
 			reason: "a binding the admin shows nothing for is unknown, and counts against coverage",
 			in: Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))},
 				Envoys: []EnvoyView{{Config: config.Envoy{Name: "edge", Bindings: []config.Binding{{Source: "web", File: certPath}}},
-					Admin: &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901"}}}},
+					Admin: &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901"}}}},
 		},
 	}
 	for name, tc := range cases {
@@ -524,7 +525,7 @@ func TestIncompleteCoverageIsNotClean(t *testing.T) {
 
 func TestFindingsCarryEvidence(t *testing.T) {
 	const url = "http://10.0.0.7:9901"
-	snap := &envoyadmin.Snapshot{AdminURL: url,
+	snap := &envoystate.Snapshot{AdminURL: url,
 		CertsErr:  &envoyadmin.StatusError{URL: url + "/certs", Code: 503, Body: "upstream conn\xff\xfe error: caf\u00e9"},
 		ConfigErr: fmt.Errorf("GET %s/config_dump: %w", url, envoyadmin.ErrNotJSON),
 		StatsErr:  refused()}
@@ -587,9 +588,9 @@ func TestUnboundLoadedCertificatesAreJudged(t *testing.T) {
 
 func TestStaleLoadedAdviceFitsTheSetup(t *testing.T) {
 	f := newFixture(t)
-	sds := &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901", Secrets: []envoyadmin.Secret{{
-		Name: "web", State: envoyadmin.SecretActive, HasCertificate: true, Chain: []*x509.Certificate{f.old.Cert}}},
-		Stats: envoyadmin.Stats{Counters: map[string]uint64{"sds.web.key_rotation_failed": 1}}}
+	sds := &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901", Secrets: []envoystate.Secret{{
+		Name: "web", State: envoystate.SecretActive, HasCertificate: true, Chain: []*x509.Certificate{f.old.Cert}}},
+		Stats: envoystate.Stats{Counters: map[string]uint64{"sds.web.key_rotation_failed": 1}}}
 	r := Run(Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))}, Envoys: []EnvoyView{envoy("edge", sds, nil)}}, config.DefaultPolicy, now)
 	i := slices.IndexFunc(r.Findings, func(f Finding) bool { return f.Code == StaleLoaded })
 	if i < 0 {
@@ -628,7 +629,7 @@ func FuzzJudgement(f *testing.F) {
 }
 
 // parseFailures says which part of a snapshot failed to parse, "" when none did.
-func parseFailures(s *envoyadmin.Snapshot) string {
+func parseFailures(s *envoystate.Snapshot) string {
 	switch {
 	case s.CertsErr != nil:
 		return "/certs failed: " + s.CertsErr.Error()
@@ -794,7 +795,7 @@ func TestRecordedFixturesKeepThePromises(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var snap *envoyadmin.Snapshot
+			var snap *envoystate.Snapshot
 			if strings.HasPrefix(name, "certs_") {
 				snap = snapshotOf(data, []byte(`{"configs":[]}`))
 			} else {
@@ -820,7 +821,7 @@ func TestRecordedFixturesKeepThePromises(t *testing.T) {
 	}
 }
 
-func holdsCertificates(s *envoyadmin.Snapshot) bool {
+func holdsCertificates(s *envoystate.Snapshot) bool {
 	for _, c := range s.Contexts {
 		if len(c.Chain)+len(c.CA) > 0 {
 			return true

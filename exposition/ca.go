@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // caLabels identify a CA certificate, not where it was found: one CA shared by 10,000 Secrets'
@@ -141,10 +141,10 @@ func caFromCert(view, fp string, c *x509.Certificate) caSeries {
 // bundles of validation secrets in config_dump (whole certificates), and the CA entries of
 // /certs, which carry only serial and validity — matched to a CA certificate seen elsewhere
 // (known, by serial and expiry) to borrow its fingerprint, else exposed with an empty one.
-func (x *caIndex) envoy(a *envoyadmin.Snapshot, known map[string]*x509.Certificate) {
+func (x *caIndex) envoy(a *envoystate.Snapshot, known map[string]*x509.Certificate) {
 	var certs []*x509.Certificate
 	for _, sec := range a.Secrets {
-		if !sec.HasValidation || sec.State == envoyadmin.SecretWarming {
+		if !sec.HasValidation || sec.State == envoystate.SecretWarming {
 			continue
 		}
 		certs = append(certs, sec.ValidationCA...)

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 
 	"github.com/certdrift/certdrift/audit"
@@ -22,8 +22,8 @@ func copyOf(c *x509.Certificate) *x509.Certificate {
 	return &d
 }
 
-func caDetail(c *x509.Certificate) envoyadmin.CertDetail {
-	return envoyadmin.CertDetail{Path: "/etc/ca.crt", Serial: c.SerialNumber, ValidFrom: c.NotBefore, Expiration: c.NotAfter}
+func caDetail(c *x509.Certificate) envoystate.CertDetail {
+	return envoystate.CertDetail{Path: "/etc/ca.crt", Serial: c.SerialNumber, ValidFrom: c.NotBefore, Expiration: c.NotAfter}
 }
 
 // caRound is a Kubernetes-mode round whose trust bundles share CAs in every way they can.
@@ -39,20 +39,20 @@ func caRound(root, old *x509.Certificate) Round {
 			{Name: "dup.pem", CA: []*x509.Certificate{root, copyOf(root)}},
 		}},
 	}
-	unknown := envoyadmin.CertDetail{Path: "/etc/other-ca.crt", Serial: big.NewInt(0x99), Expiration: t0.Add(48 * time.Hour)}
+	unknown := envoystate.CertDetail{Path: "/etc/other-ca.crt", Serial: big.NewInt(0x99), Expiration: t0.Add(48 * time.Hour)}
 	r.Inputs.Envoys = []audit.EnvoyView{
 		{Config: config.Envoy{Name: "ns-a/gw-0"}, Pod: &audit.PodContext{Namespace: "ns-a", Pod: "gw-0"},
-			Admin: &envoyadmin.Snapshot{
-				Secrets: []envoyadmin.Secret{
-					{Name: "validation", State: envoyadmin.SecretActive, HasValidation: true, ValidationCA: []*x509.Certificate{copyOf(root)}},
+			Admin: &envoystate.Snapshot{
+				Secrets: []envoystate.Secret{
+					{Name: "validation", State: envoystate.SecretActive, HasValidation: true, ValidationCA: []*x509.Certificate{copyOf(root)}},
 					// Not yet in use: not loaded.
-					{Name: "next-validation", State: envoyadmin.SecretWarming, HasValidation: true, ValidationCA: []*x509.Certificate{cert("next-ca", 900)}},
+					{Name: "next-validation", State: envoystate.SecretWarming, HasValidation: true, ValidationCA: []*x509.Certificate{cert("next-ca", 900)}},
 				},
 				// /certs repeats the CA per context; and names one no other view has.
-				Contexts: []envoyadmin.TLSContext{{CA: []envoyadmin.CertDetail{caDetail(root)}}, {CA: []envoyadmin.CertDetail{caDetail(root), unknown}}},
+				Contexts: []envoystate.TLSContext{{CA: []envoystate.CertDetail{caDetail(root)}}, {CA: []envoystate.CertDetail{caDetail(root), unknown}}},
 			}},
 		{Config: config.Envoy{Name: "ns-a/gw-1"}, Pod: &audit.PodContext{Namespace: "ns-a", Pod: "gw-1"},
-			Admin: &envoyadmin.Snapshot{Contexts: []envoyadmin.TLSContext{{CA: []envoyadmin.CertDetail{caDetail(old), unknown}}}}},
+			Admin: &envoystate.Snapshot{Contexts: []envoystate.TLSContext{{CA: []envoystate.CertDetail{caDetail(old), unknown}}}}},
 	}
 	return r
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 	"github.com/certdrift/certdrift/test/certs"
@@ -34,8 +34,8 @@ const (
 )
 
 func (w staticWorld) inputs() audit.Inputs {
-	detail := func(c *x509.Certificate) envoyadmin.CertDetail {
-		return envoyadmin.CertDetail{Path: firstRoundFile, Serial: c.SerialNumber, SerialText: c.SerialNumber.Text(16),
+	detail := func(c *x509.Certificate) envoystate.CertDetail {
+		return envoystate.CertDetail{Path: firstRoundFile, Serial: c.SerialNumber, SerialText: c.SerialNumber.Text(16),
 			DNSNames: c.DNSNames, ValidFrom: c.NotBefore, Expiration: c.NotAfter}
 	}
 	return audit.Inputs{
@@ -45,8 +45,8 @@ func (w staticWorld) inputs() audit.Inputs {
 		Envoys: []audit.EnvoyView{{
 			Config: config.Envoy{Name: "static", Admin: "http://127.0.0.1:9901",
 				Endpoints: []config.Endpoint{{Address: firstRoundAddr, SNI: []string{firstRoundHost}}}},
-			Admin: &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901",
-				Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{detail(w.envoy)}}}},
+			Admin: &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901",
+				Contexts: []envoystate.TLSContext{{Chain: []envoystate.CertDetail{detail(w.envoy)}}}},
 			Served: []tlsprobe.Result{{Target: tlsprobe.Target{Address: firstRoundAddr, SNI: firstRoundHost},
 				Chain: []*x509.Certificate{w.envoy}, Duration: 5 * time.Millisecond}},
 		}},

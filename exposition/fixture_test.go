@@ -12,7 +12,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
@@ -55,21 +55,21 @@ type world struct {
 func (w world) round(at time.Time) Round {
 	sds := audit.EnvoyView{
 		Config: config.Envoy{Name: "sds"},
-		Admin: &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9901",
-			Secrets: []envoyadmin.Secret{{Name: "web_cert", State: envoyadmin.SecretActive, HasCertificate: true, Chain: []*x509.Certificate{w.sdsLoaded}}},
-			Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{Path: "<inline>", Serial: w.sdsLoaded.SerialNumber,
+		Admin: &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901",
+			Secrets: []envoystate.Secret{{Name: "web_cert", State: envoystate.SecretActive, HasCertificate: true, Chain: []*x509.Certificate{w.sdsLoaded}}},
+			Contexts: []envoystate.TLSContext{{Chain: []envoystate.CertDetail{{Path: "<inline>", Serial: w.sdsLoaded.SerialNumber,
 				ValidFrom: w.sdsLoaded.NotBefore, Expiration: w.sdsLoaded.NotAfter}}}}},
 		Served: []tlsprobe.Result{{Target: tlsprobe.Target{Address: "127.0.0.1:8443", SNI: "www.example.com"},
 			Chain: []*x509.Certificate{w.sdsLoaded}, Duration: 20 * time.Millisecond}},
 	}
 	static := audit.EnvoyView{
 		Config: config.Envoy{Name: "static"},
-		Admin: &envoyadmin.Snapshot{AdminURL: "http://127.0.0.1:9902",
+		Admin: &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9902",
 			// A static context: /certs names the file, config_dump has no PEM. It validates
 			// clients with the Secret's CA, which /certs shows without a fingerprint.
-			Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{Path: "/secret/tls.crt", Serial: w.stLoaded.SerialNumber,
+			Contexts: []envoystate.TLSContext{{Chain: []envoystate.CertDetail{{Path: "/secret/tls.crt", Serial: w.stLoaded.SerialNumber,
 				ValidFrom: w.stLoaded.NotBefore, Expiration: w.stLoaded.NotAfter}},
-				CA: []envoyadmin.CertDetail{{Path: "/secret/ca.crt", Serial: testCA.SerialNumber, ValidFrom: testCA.NotBefore, Expiration: testCA.NotAfter}}}}},
+				CA: []envoystate.CertDetail{{Path: "/secret/ca.crt", Serial: testCA.SerialNumber, ValidFrom: testCA.NotBefore, Expiration: testCA.NotAfter}}}}},
 		Served: []tlsprobe.Result{{Target: tlsprobe.Target{Address: "127.0.0.1:9443", SNI: "www.example.com"},
 			Chain: []*x509.Certificate{w.stLoaded}, Duration: 300 * time.Millisecond}},
 	}
@@ -106,7 +106,7 @@ func kubeRound(at time.Time, withSecretB bool) Round {
 	r.Inputs.Desired = []files.Observation{{Source: files.Source{Name: "ns-a/tls-a"}, Items: []files.Item{{Chain: []*x509.Certificate{a}, CA: []*x509.Certificate{testCA}}}}}
 	r.Inputs.Envoys = []audit.EnvoyView{{Config: config.Envoy{Name: "ns-a/gw-0"},
 		Pod:    &audit.PodContext{Namespace: "ns-a", Pod: "gw-0", Workload: "Deployment/gw"},
-		Admin:  &envoyadmin.Snapshot{CertsErr: &netErr{}},
+		Admin:  &envoystate.Snapshot{CertsErr: &netErr{}},
 		Served: []tlsprobe.Result{{Target: tlsprobe.Target{Address: "10.0.0.1:443"}, Err: errors.New("refused"), Reason: tlsprobe.ReasonRefused}}}}
 	r.Report.Findings = []audit.Finding{{Code: audit.Unreachable, Severity: audit.Warning, Subject: audit.Subject{Envoy: "ns-a/gw-0", Workload: "Deployment/gw"}}}
 	if withSecretB {

@@ -87,9 +87,10 @@ func (s *Store) Handler(fallback http.Handler, log *slog.Logger, extra ...promet
 	}
 	gs := append(prometheus.Gatherers{live}, extra...)
 	textFormat := expfmt.NewFormat(expfmt.TypeTextPlain)
+	accepted := expfmt.DefaultAcceptedFormats()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tc := s.cachedText()
-		if tc == nil || expfmt.Negotiate(r.Header).FormatType() != expfmt.TypeTextPlain {
+		if tc == nil || expfmt.NegotiateAccept(r.Header, accepted...).FormatType() != expfmt.TypeTextPlain {
 			fallback.ServeHTTP(w, r)
 			return
 		}

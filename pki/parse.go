@@ -180,7 +180,17 @@ func parseKeyDER(der []byte, pemType string) (KeyInfo, error) {
 		case *rsa.PrivateKey:
 			info.Public, info.Algorithm = &rsa.PublicKey{N: new(big.Int).Set(k.N), E: k.E}, "RSA"
 		case *ecdsa.PrivateKey:
-			info.Public, info.Algorithm = &ecdsa.PublicKey{Curve: k.Curve, X: new(big.Int).Set(k.X), Y: new(big.Int).Set(k.Y)}, "ECDSA"
+			// Through the encoded point: a key that shares nothing with k, without the X and Y
+			// fields Go 1.26 deprecates.
+			b, err := k.PublicKey.Bytes()
+			if err != nil {
+				return KeyInfo{}, fmt.Errorf("ECDSA public key: %w", err)
+			}
+			pub, err := ecdsa.ParseUncompressedPublicKey(k.Curve, b)
+			if err != nil {
+				return KeyInfo{}, fmt.Errorf("ECDSA public key: %w", err)
+			}
+			info.Public, info.Algorithm = pub, "ECDSA"
 		case ed25519.PrivateKey:
 			// k.Public copies the 32 public bytes out of the 64-byte private key.
 			info.Public, info.Algorithm = k.Public(), "Ed25519"

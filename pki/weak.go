@@ -1,7 +1,8 @@
 package pki
 
 import (
-	"crypto/dsa" //nolint:staticcheck // only to recognise DSA keys, never to use them
+	//lint:ignore SA1019 only to recognise DSA keys in certificates (WEAK_CRYPTO), never to use them
+	"crypto/dsa"
 	"crypto/ecdsa"
 	"crypto/rsa"
 	"crypto/x509"

@@ -2,7 +2,9 @@
 // returns plain data for the audit package to judge:
 //
 //   - files: the desired view from certificate files and kubelet-layout Secret volumes;
-//   - envoyadmin: the loaded view from an Envoy admin endpoint (/certs, /config_dump, /stats);
+//   - envoyadmin: the loaded view from an Envoy admin endpoint (/certs, /config_dump, /stats),
+//     returned as envoystate values: plain data without the HTTP client, which is what the audit
+//     imports;
 //   - tlsprobe: the served view from a live TLS handshake.
 //
 // Probes never decide whether what they saw is right; they only report it, with errors that name

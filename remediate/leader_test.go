@@ -317,15 +317,18 @@ func TestElectorOneWinner(t *testing.T) {
 func TestContinuousSkipsRoundsFromBeforeTheLastAction(t *testing.T) {
 	tb := controlPlane(t)
 	ns := testNamespace(t, tb)
-	var mu sync.Mutex
-	var seen []time.Time
+	// Each action reports the round it acts on, then runs until the test lets it finish: the test
+	// waits on these events rather than on sleeps guessing how long the loop takes.
+	started := make(chan time.Time, 8)
+	finish := make(chan struct{}, 8)
 	c := &Continuous{
 		Lease: testLease(newClient(t, tb, nil), ns, "a"),
-		Act: func(_ context.Context, w Work) {
-			mu.Lock()
-			seen = append(seen, w.Started)
-			mu.Unlock()
-			time.Sleep(200 * time.Millisecond)
+		Act: func(ctx context.Context, w Work) {
+			started <- w.Started
+			select {
+			case <-finish:
+			case <-ctx.Done():
+			}
 		},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -339,19 +342,46 @@ func TestContinuousSkipsRoundsFromBeforeTheLastAction(t *testing.T) {
 	if !c.Leading() {
 		t.Fatal("a lone replica never led")
 	}
+	next := func(what string) time.Time {
+		t.Helper()
+		select {
+		case at := <-started:
+			return at
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no action %s within 5s", what)
+			return time.Time{}
+		}
+	}
 	old := time.Now()
 	c.Offer(Work{Started: old})
-	time.Sleep(50 * time.Millisecond) // the action is running
-	c.Offer(Work{Started: old.Add(10 * time.Millisecond)})
-	time.Sleep(400 * time.Millisecond)
+	if got := next("on the first round"); !got.Equal(old) {
+		t.Fatalf("acted on the round started %v, want %v", got, old)
+	}
+	// A round that starts while the action runs began before the action's end: stale.
+	stale := time.Now()
+	c.Offer(Work{Started: stale})
+	finish <- struct{}{}
+	// The loop takes the pending round once the action is over (and must skip it).
+	takeBy := time.Now().Add(5 * time.Second)
+	for c.hasPending() {
+		if time.Now().After(takeBy) {
+			t.Fatal("the round offered during the action was never taken")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	fresh := time.Now()
 	c.Offer(Work{Started: fresh})
-	time.Sleep(400 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) != 2 || !seen[0].Equal(old) || !seen[1].Equal(fresh) {
-		t.Errorf("acted on rounds started %v, want only %v and %v: a round that began during an action is stale", seen, old, fresh)
+	if got := next("on the fresh round"); !got.Equal(fresh) {
+		t.Errorf("acted on the round started %v, want the fresh one %v: the round started %v began during the action on %v, so it is stale", got, fresh, stale, old)
 	}
+	finish <- struct{}{}
+}
+
+// hasPending reports whether a round waits to be taken by the loop.
+func (c *Continuous) hasPending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending != nil
 }
 
 func TestLeaseConfigValidate(t *testing.T) {

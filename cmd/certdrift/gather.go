@@ -11,6 +11,7 @@ import (
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
@@ -110,7 +111,7 @@ func snapshotAdmins(ctx context.Context, es []config.Envoy, views []audit.EnvoyV
 			// Config validation already checks the URL, so this is rare; record it on every part
 			// so the audit reports the gap rather than an Envoy that looks empty.
 			err = fmt.Errorf("envoy %s admin %s: %w", e.Name, e.Admin, err)
-			views[i].Admin = &envoyadmin.Snapshot{AdminURL: e.Admin, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
+			views[i].Admin = &envoystate.Snapshot{AdminURL: e.Admin, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
 			log.Warn("envoy admin client", "envoy", e.Name, "err", err)
 			return
 		}

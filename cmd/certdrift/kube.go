@@ -18,6 +18,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"
 )
@@ -183,7 +184,7 @@ func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 	}
 	log.Info("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
 
-	admins := make([]*envoyadmin.Snapshot, len(snap.Targets))
+	admins := make([]*envoystate.Snapshot, len(snap.Targets))
 	forEach(len(snap.Targets), opt.Concurrency, func(i int) {
 		t := snap.Targets[i]
 		for _, e := range t.AnnotationErrors {
@@ -234,7 +235,7 @@ func (s *KubeSession) Gather(ctx context.Context) audit.Inputs {
 
 // unwatchedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation, SDS
 // names) or that pairings name, and that the inventory's snapshot does not hold.
-func unwatchedRefs(inv kube.Snapshot, targets []kube.EnvoyTarget, admins []*envoyadmin.Snapshot, pairingSources []string) []kube.SourceRef {
+func unwatchedRefs(inv kube.Snapshot, targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, pairingSources []string) []kube.SourceRef {
 	have := make(map[string]bool, len(inv.Secrets)+len(inv.ConfigMaps))
 	for _, s := range inv.Secrets {
 		have[kube.SecretSourceName(s.Namespace, s.Name)] = true
@@ -296,10 +297,10 @@ func podContext(t kube.EnvoyTarget, risks []kube.MountRisk) *audit.PodContext {
 
 // snapshotPod reads one pod's admin; a failure is recorded on every part of the snapshot, so the
 // audit reports the pod as unreachable instead of as an Envoy holding nothing.
-func snapshotPod(ctx context.Context, d *kube.AdminDialer, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoyadmin.Snapshot {
-	failed := func(url string, err error) *envoyadmin.Snapshot {
+func snapshotPod(ctx context.Context, d *kube.AdminDialer, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
+	failed := func(url string, err error) *envoystate.Snapshot {
 		log.Warn("envoy admin", "envoy", t.Key(), "err", err)
-		return &envoyadmin.Snapshot{AdminURL: url, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
+		return &envoystate.Snapshot{AdminURL: url, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
 	}
 	conn, err := d.Open(ctx, t)
 	if err != nil {

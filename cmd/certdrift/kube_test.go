@@ -17,7 +17,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/exposition"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/test/certs"
@@ -136,9 +136,9 @@ func TestKubeAuditStaysInNamespace(t *testing.T) {
 			Items:     []files.Item{{CertPath: ns + "/web-tls/tls.crt", Chain: []*x509.Certificate{c}}},
 		})
 		e := config.Envoy{Name: ns + "/envoy-0", Bindings: []config.Binding{{Source: ns + "/web-tls", File: "/certs/tls.crt"}}}
-		in.Envoys = append(in.Envoys, audit.EnvoyView{Config: e, Pod: &audit.PodContext{Namespace: ns, Pod: "envoy-0"}, Admin: &envoyadmin.Snapshot{
+		in.Envoys = append(in.Envoys, audit.EnvoyView{Config: e, Pod: &audit.PodContext{Namespace: ns, Pod: "envoy-0"}, Admin: &envoystate.Snapshot{
 			CollectedAt: now,
-			Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{
+			Contexts: []envoystate.TLSContext{{Chain: []envoystate.CertDetail{{
 				Path: "/certs/tls.crt", Serial: c.SerialNumber, SerialText: c.SerialNumber.Text(16),
 				DNSNames: c.DNSNames, ValidFrom: c.NotBefore, Expiration: c.NotAfter,
 			}}}},
@@ -259,7 +259,7 @@ func TestUnwatchedRefs(t *testing.T) {
 			Mounts:  []kube.VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}}},
 		{Namespace: "istio-system", Pod: "gw"},
 	}
-	admins := []*envoyadmin.Snapshot{nil, nil, {Secrets: []envoyadmin.Secret{{Name: "kubernetes://gw-cacert", HasValidation: true}}}}
+	admins := []*envoystate.Snapshot{nil, nil, {Secrets: []envoystate.Secret{{Name: "kubernetes://gw-cacert", HasValidation: true}}}}
 	got := unwatchedRefs(inv, targets, admins, []string{"a/web-tls", "configmap:b/peer-bundle", "not a source"})
 	want := []kube.SourceRef{
 		{Kind: "Secret", Namespace: "a", Name: "web-ca"}, {Kind: "ConfigMap", Namespace: "a", Name: "bundle"},

@@ -51,10 +51,7 @@ func TestDesiredQueue(t *testing.T) {
 }
 
 func desiredInputs(ss ...*kube.SecretSummary) (in audit.Inputs) {
-	snap := kube.Snapshot{}
-	for _, s := range ss {
-		snap.Secrets = append(snap.Secrets, s)
-	}
+	snap := kube.Snapshot{Secrets: append([]*kube.SecretSummary(nil), ss...)}
 	in.Desired = snap.Observations()
 	return in
 }

@@ -38,7 +38,6 @@ func waitOpen(t *testing.T, lim *connlimit.Limiter, want int) {
 // requests) give way to a new request, which is answered.
 func TestIdleEvictedForNew(t *testing.T) {
 	addr, lim := serve(t, 4, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
-	var idle []net.Conn
 	for i := 0; i < 8; i++ {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -48,7 +47,6 @@ func TestIdleEvictedForNew(t *testing.T) {
 		if i%2 == 0 { // a keep-alive request, then silence
 			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		}
-		idle = append(idle, c)
 	}
 	waitOpen(t, lim, 4)
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + "/")

@@ -9,13 +9,14 @@ import (
 	"strings"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // ParseCerts decodes the body of GET /certs. Contexts are returned in Envoy's order, duplicates
 // included (Envoy lists one entry per live TLS context). The error is non-nil only when the body as
 // a whole is not a /certs answer: an entry that does not decode is kept with its Err, a certificate
 // with a field that does not read is kept with its Err (see TLSContext and CertDetail).
-func ParseCerts(data []byte) ([]TLSContext, error) {
+func ParseCerts(data []byte) ([]envoystate.TLSContext, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return nil, errors.New("parse /certs: empty body")
@@ -39,15 +40,15 @@ func ParseCerts(data []byte) ([]TLSContext, error) {
 	if err := json.Unmarshal(snakeKeys(raw), &entries); err != nil {
 		return nil, jsonErr("parse /certs: certificates", err)
 	}
-	var out []TLSContext
+	var out []envoystate.TLSContext
 	for i, e := range entries {
 		where := fmt.Sprintf("certificates[%d]", i)
 		var c certificateJSON
 		if err := json.Unmarshal(e, &c); err != nil {
-			out = append(out, TLSContext{Err: fieldErr(where, err)})
+			out = append(out, envoystate.TLSContext{Err: fieldErr(where, err)})
 			continue
 		}
-		out = append(out, TLSContext{
+		out = append(out, envoystate.TLSContext{
 			CA:    certDetails(c.CACert, where+".ca_cert"),
 			Chain: certDetails(c.CertChain, where+".cert_chain"),
 		})
@@ -55,12 +56,12 @@ func ParseCerts(data []byte) ([]TLSContext, error) {
 	return out, nil
 }
 
-func certDetails(in []certDetailsJSON, where string) []CertDetail {
-	var out []CertDetail
+func certDetails(in []certDetailsJSON, where string) []envoystate.CertDetail {
+	var out []envoystate.CertDetail
 	for i, d := range in {
 		path := fmt.Sprintf("%s[%d]", where, i)
 		var errs []error
-		cd := CertDetail{
+		cd := envoystate.CertDetail{
 			Path:                d.Path.V,
 			SerialText:          d.SerialNumber.V,
 			ValidFrom:           d.ValidFrom.V.Time,

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 func readTestdata(t testing.TB, name string) []byte {
@@ -55,7 +57,7 @@ var certCmp = cmp.Comparer(func(a, b *big.Int) bool {
 })
 
 func TestParseCertsFixtures(t *testing.T) {
-	spireCA := CertDetail{
+	spireCA := envoystate.CertDetail{
 		Path: "magedu.com: <inline>", Serial: big.NewInt(0), SerialText: "0",
 		URIs:      []string{"spiffe://magedu.com"},
 		ValidFrom: ts("2021-11-08T03:46:57Z"), Expiration: ts("2021-11-09T03:47:07Z"),
@@ -63,18 +65,18 @@ func TestParseCertsFixtures(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		file   string
-		want   []TLSContext
+		want   []envoystate.TLSContext
 	}{
 		"AppMeshSPIRESDS": {
 			reason: "inline SDS paths, CA serial 0, a 1h leaf with days_until_expiration 0",
 			file:   "fixtures/certs_appmesh_spire_sds_2020.json",
-			want: []TLSContext{{
-				CA: []CertDetail{{
+			want: []envoystate.TLSContext{{
+				CA: []envoystate.CertDetail{{
 					Path: "<inline>", Serial: big.NewInt(0), SerialText: "0",
 					URIs:      []string{"spiffe://howto-k8s-mtls-sds-based.com"},
 					ValidFrom: ts("2020-11-11T20:49:06Z"), Expiration: ts("2020-11-12T20:49:16Z"),
 				}},
-				Chain: []CertDetail{{
+				Chain: []envoystate.CertDetail{{
 					Path: "<inline>", Serial: hexInt("7b177c736290d0fe5527a7ccf0ecee4c"), SerialText: "7b177c736290d0fe5527a7ccf0ecee4c",
 					URIs:      []string{"spiffe://howto-k8s-mtls-sds-based.com/front"},
 					ValidFrom: ts("2020-11-11T23:19:45Z"), Expiration: ts("2020-11-12T00:19:55Z"),
@@ -88,13 +90,13 @@ func TestParseCertsFixtures(t *testing.T) {
 		"ContextWithoutCerts": {
 			reason: "a TLS context with empty arrays is still one context",
 			file:   "fixtures/certs_envoy_test_context_without_certs.json",
-			want:   []TLSContext{{}},
+			want:   []envoystate.TLSContext{{}},
 		},
 		"FileBasedFrontProxy": {
 			reason: "static file certificate: the path is the file name, SANs empty",
 			file:   "fixtures/certs_file_based_front_proxy_2021.json",
-			want: []TLSContext{{
-				Chain: []CertDetail{{
+			want: []envoystate.TLSContext{{
+				Chain: []envoystate.CertDetail{{
 					Path:   "/etc/envoy/certs/front-proxy-crt.pem",
 					Serial: hexInt("7d6d5bdf430762049f53980908a16367255627ca"), SerialText: "7d6d5bdf430762049f53980908a16367255627ca",
 					ValidFrom: ts("2021-03-17T12:32:14Z"), Expiration: ts("2031-03-15T12:32:14Z"), DaysUntilExpiration: 3649,
@@ -104,9 +106,9 @@ func TestParseCertsFixtures(t *testing.T) {
 		"SPIFFEValidatorDuplicates": {
 			reason: "Envoy 1.20 + SPIRE: trust-domain CA paths, the same CA in two contexts",
 			file:   "fixtures/certs_spire_spiffe_validator_envoy1.20_web.json",
-			want: []TLSContext{
-				{CA: []CertDetail{spireCA}},
-				{CA: []CertDetail{spireCA}, Chain: []CertDetail{{
+			want: []envoystate.TLSContext{
+				{CA: []envoystate.CertDetail{spireCA}},
+				{CA: []envoystate.CertDetail{spireCA}, Chain: []envoystate.CertDetail{{
 					Path: "<inline>", Serial: hexInt("a3dc15ccfcf4a934ea0945fa2832a79a"), SerialText: "a3dc15ccfcf4a934ea0945fa2832a79a",
 					URIs:      []string{"spiffe://magedu.com/web-server"},
 					ValidFrom: ts("2021-11-08T03:47:50Z"), Expiration: ts("2021-11-08T04:48:00Z"),
@@ -173,9 +175,9 @@ func TestParseCertsReal(t *testing.T) {
 			}
 			// record.sh: inline static secret (serial 7f), file SDS (0a0b0c, CA abcdef01, shown
 			// as <inline> because Envoy reads SDS files into memory), static files (0102).
-			bySerial := map[string]CertDetail{}
+			bySerial := map[string]envoystate.CertDetail{}
 			for _, c := range got {
-				for _, d := range append(append([]CertDetail{}, c.Chain...), c.CA...) {
+				for _, d := range append(append([]envoystate.CertDetail{}, c.Chain...), c.CA...) {
 					bySerial[d.Serial.Text(16)+" "+filepath.Base(d.Path)] = d
 				}
 			}
@@ -220,13 +222,13 @@ func keysOf[V any](m map[string]V) []string {
 }
 
 // certProblems lists the errors on contexts and their certificates.
-func certProblems(ctxs []TLSContext) []string {
+func certProblems(ctxs []envoystate.TLSContext) []string {
 	var out []string
 	for _, c := range ctxs {
 		if c.Err != nil {
 			out = append(out, c.Err.Error())
 		}
-		for _, d := range append(append([]CertDetail(nil), c.CA...), c.Chain...) {
+		for _, d := range append(append([]envoystate.CertDetail(nil), c.CA...), c.Chain...) {
 			if d.Err != nil {
 				out = append(out, d.Err.Error())
 			}

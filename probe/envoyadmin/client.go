@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/netbudget"
 )
 
@@ -117,10 +118,10 @@ const (
 // Snapshot reads /certs, /config_dump, /stats and /server_info concurrently, all within one
 // Options.Timeout. It always returns a Snapshot; each part carries its own error. Errors name the
 // request ("GET /certs: HTTP 503 ..."), not the admin URL, which is Snapshot.AdminURL.
-func (c *Client) Snapshot(ctx context.Context) *Snapshot {
+func (c *Client) Snapshot(ctx context.Context) *envoystate.Snapshot {
 	ctx, cancel := c.deadline(ctx)
 	defer cancel()
-	s := &Snapshot{AdminURL: c.base}
+	s := &envoystate.Snapshot{AdminURL: c.base}
 	var (
 		wg     sync.WaitGroup
 		uptime time.Duration
@@ -155,7 +156,7 @@ func (c *Client) Snapshot(ctx context.Context) *Snapshot {
 	}()
 	wg.Wait()
 	s.Truncated = joinNonEmpty(truncs[:]...)
-	s.sanitize()
+	sanitize(s)
 	s.CollectedAt = c.now()
 	if s.ServerInfoErr == nil && uptime > 0 {
 		s.ServerStart = s.CollectedAt.Add(-uptime).Truncate(time.Second)
@@ -169,7 +170,7 @@ func (c *Client) deadline(ctx context.Context) (context.Context, context.CancelF
 }
 
 // Certs reads /certs within one Options.Timeout.
-func (c *Client) Certs(ctx context.Context) ([]TLSContext, error) {
+func (c *Client) Certs(ctx context.Context) ([]envoystate.TLSContext, error) {
 	ctx, cancel := c.deadline(ctx)
 	defer cancel()
 	body, release, err := c.fetch(ctx, "/certs", true)
@@ -205,7 +206,7 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 			plainErr = err
 			return nil, err
 		}
-		d, err := parseConfigDump(body, SecretActive)
+		d, err := parseConfigDump(body, envoystate.SecretActive)
 		if err != nil {
 			plainErr = fmt.Errorf("GET /config_dump: %w", err)
 			return nil, plainErr
@@ -241,7 +242,7 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 			errs = append(errs, err)
 			continue
 		}
-		d, err := parseConfigDump(body, SecretActive)
+		d, err := parseConfigDump(body, envoystate.SecretActive)
 		release()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("GET %s: %w", shortURL(part.query), err))
@@ -279,7 +280,7 @@ func dedupe[T comparable](xs []T) []T {
 
 // Stats reads /stats?filter=, falling back to the whole /stats when Envoy rejects the filter, all
 // within one Options.Timeout.
-func (c *Client) Stats(ctx context.Context) (Stats, error) {
+func (c *Client) Stats(ctx context.Context) (envoystate.Stats, error) {
 	ctx, cancel := c.deadline(ctx)
 	defer cancel()
 	q := "/stats?filter=" + url.QueryEscape(statsFilter)
@@ -291,7 +292,7 @@ func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	}
 	defer release()
 	if err != nil {
-		return Stats{}, err
+		return envoystate.Stats{}, err
 	}
 	st, err := ParseStats(body)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // replay serves the recorded outputs of one real Envoy as its admin would, honouring the masks.
@@ -82,7 +84,7 @@ func TestSnapshotReplay(t *testing.T) {
 				t.Errorf("got %d contexts, %d secrets, %d filter chains, skipped %v; want 3, 3, 3, none",
 					len(s.Contexts), len(s.Secrets), len(s.Listeners), s.ConfigSkipped)
 			}
-			if _, ok := s.Stats.KeyRotationFailed()[SanitizeStatName("kubernetes://default/sds-cert")]; !ok {
+			if _, ok := s.Stats.KeyRotationFailed()[envoystate.SanitizeStatName("kubernetes://default/sds-cert")]; !ok {
 				t.Errorf("no key_rotation_failed counter for the SDS secret in %v", s.Stats.Counters)
 			}
 			if !s.CollectedAt.Equal(now) || s.AdminURL != srv.URL {

@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // configDump is what certdrift reads from one /config_dump body.
 type configDump struct {
-	Secrets   []Secret
-	Listeners []FilterChainTLS
+	Secrets   []envoystate.Secret
+	Listeners []envoystate.FilterChainTLS
 	// Skipped are the parts that were not read and belong to no Secret or FilterChainTLS.
-	Skipped []ConfigSkip
+	Skipped []envoystate.ConfigSkip
 }
 
 // Type names of /config_dump entries. A plain or ?mask= dump holds whole *ConfigDump messages; a
@@ -47,20 +49,20 @@ var ignoredDumps = map[string]bool{
 // cannot be read (extensions unknown to certdrift, malformed entries) are skipped, so the error is
 // non-nil only when the body as a whole is not a config dump; see ParseConfigDumpDetail for what
 // was skipped.
-func ParseConfigDump(data []byte) ([]Secret, []FilterChainTLS, error) {
-	d, err := parseConfigDump(data, SecretActive)
+func ParseConfigDump(data []byte) ([]envoystate.Secret, []envoystate.FilterChainTLS, error) {
+	d, err := parseConfigDump(data, envoystate.SecretActive)
 	return d.Secrets, d.Listeners, err
 }
 
 // ParseConfigDumpDetail is ParseConfigDump that also names the parts it skipped.
-func ParseConfigDumpDetail(data []byte) (secrets []Secret, listeners []FilterChainTLS, skipped []ConfigSkip, err error) {
-	d, err := parseConfigDump(data, SecretActive)
+func ParseConfigDumpDetail(data []byte) (secrets []envoystate.Secret, listeners []envoystate.FilterChainTLS, skipped []envoystate.ConfigSkip, err error) {
+	d, err := parseConfigDump(data, envoystate.SecretActive)
 	return d.Secrets, d.Listeners, d.Skipped, err
 }
 
 // parseConfigDump does the work. dynamicState is the state given to bare DynamicSecret entries
 // (the ?resource= form), whose list is known only from the request.
-func parseConfigDump(data []byte, dynamicState SecretState) (configDump, error) {
+func parseConfigDump(data []byte, dynamicState envoystate.SecretState) (configDump, error) {
 	var d configDump
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
@@ -125,7 +127,7 @@ func inferDump[V any](obj map[string]V) string {
 // entry reads one element of "configs" (where is its path), or a whole bare dump of type kind.
 // Every failure is recorded in Skipped, never fatal: one odd entry must not hide the rest of the
 // dump.
-func (d *configDump) entry(where, kind string, raw json.RawMessage, dynamicState SecretState) {
+func (d *configDump) entry(where, kind string, raw json.RawMessage, dynamicState envoystate.SecretState) {
 	url := kind
 	if url == "" {
 		var err error
@@ -155,7 +157,7 @@ func (d *configDump) entry(where, kind string, raw json.RawMessage, dynamicState
 	case name == tListenersDump:
 		d.listenersDump(where, raw)
 	case name == tStaticSecret:
-		d.secretEntry(where, SecretStatic, raw)
+		d.secretEntry(where, envoystate.SecretStatic, raw)
 	case name == tDynamicSecret:
 		d.secretEntry(where, dynamicState, raw)
 	case name == tStaticListener:
@@ -169,7 +171,7 @@ func (d *configDump) entry(where, kind string, raw json.RawMessage, dynamicState
 }
 
 func (d *configDump) skip(where string, err error) {
-	d.Skipped = append(d.Skipped, ConfigSkip{Part: where, Reason: err.Error()})
+	d.Skipped = append(d.Skipped, envoystate.ConfigSkip{Part: where, Reason: err.Error()})
 }
 
 // skipField records err, a decode error of the value at where, with the path inside the value
@@ -190,14 +192,14 @@ func pathReason(path string, err error) (string, error) {
 }
 
 // secretEntry reads one StaticSecret or DynamicSecret.
-func (d *configDump) secretEntry(where string, state SecretState, raw json.RawMessage) {
+func (d *configDump) secretEntry(where string, state envoystate.SecretState, raw json.RawMessage) {
 	var s secretEntryJSON
 	if err := json.Unmarshal(raw, &s); err != nil {
 		d.skipField(where, err)
 		return
 	}
 	version := s.VersionInfo
-	if state == SecretStatic {
+	if state == envoystate.SecretStatic {
 		version = ""
 	}
 	if err := s.LastUpdated.Err; err != nil {
@@ -219,12 +221,12 @@ func (d *configDump) secretsDump(where string, raw json.RawMessage) {
 	}
 	for _, l := range []struct {
 		field   string
-		state   SecretState
+		state   envoystate.SecretState
 		entries []json.RawMessage
 	}{
-		{"static_secrets", SecretStatic, lists.Static},
-		{"dynamic_active_secrets", SecretActive, lists.Active},
-		{"dynamic_warming_secrets", SecretWarming, lists.Warming},
+		{"static_secrets", envoystate.SecretStatic, lists.Static},
+		{"dynamic_active_secrets", envoystate.SecretActive, lists.Active},
+		{"dynamic_warming_secrets", envoystate.SecretWarming, lists.Warming},
 	} {
 		for i, e := range l.entries {
 			d.secretEntry(joinPath(where, fmt.Sprintf("%s[%d]", l.field, i)), l.state, e)

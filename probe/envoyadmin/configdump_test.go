@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // secretSummary is what the tests compare of a Secret: identities instead of parsed certificates.
@@ -38,7 +39,7 @@ func serials(cs []*x509.Certificate) []string {
 	return out
 }
 
-func summarize(ss []Secret) []secretSummary {
+func summarize(ss []envoystate.Secret) []secretSummary {
 	var out []secretSummary
 	for _, s := range ss {
 		sum := secretSummary{
@@ -63,7 +64,7 @@ func summarize(ss []Secret) []secretSummary {
 
 // problems lists every problem a parse reported: the skipped parts and the errors on secrets and
 // filter chains, one line each.
-func problems(secrets []Secret, listeners []FilterChainTLS, skipped []ConfigSkip) []string {
+func problems(secrets []envoystate.Secret, listeners []envoystate.FilterChainTLS, skipped []envoystate.ConfigSkip) []string {
 	var out []string
 	for _, s := range skipped {
 		out = append(out, "skipped "+s.String())
@@ -153,7 +154,7 @@ func TestConfigDumpMatchesIstioctl(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseConfigDump: %v", err)
 			}
-			byName := map[string]Secret{}
+			byName := map[string]envoystate.Secret{}
 			for _, s := range secrets {
 				byName[s.Name] = s
 			}
@@ -172,7 +173,7 @@ func TestConfigDumpMatchesIstioctl(t *testing.T) {
 					continue
 				}
 				if strings.Contains(sc.Text(), "WARMING") {
-					if s.State != SecretWarming {
+					if s.State != envoystate.SecretWarming {
 						t.Errorf("%s: state %q, istioctl says WARMING", s.Name, s.State)
 					}
 					continue
@@ -229,7 +230,7 @@ func TestParseConfigDumpReal(t *testing.T) {
 					},
 					{Name: "kubernetes://default/sds-ca", State: "active", CASerials: []string{"abcdef01"}, HasVal: true},
 				}
-				wantListeners := []FilterChainTLS{
+				wantListeners := []envoystate.FilterChainTLS{
 					{
 						Listener: "static_tls", State: "static", Address: "127.0.0.1:29902", FilterChain: "static-files",
 						ServerNames: []string{"static.example.com"}, CertFiles: []string{dir + "/static/tls.crt"},
@@ -239,10 +240,10 @@ func TestParseConfigDumpReal(t *testing.T) {
 						Listener: "static_tls", State: "static", Address: "127.0.0.1:29902", FilterChain: "sds-files",
 						ServerNames:  []string{"sds.example.com", "*.sds.example.com"},
 						SDSCertNames: []string{"kubernetes://default/sds-cert"}, SDSValidationName: "kubernetes://default/sds-ca",
-						SDSCertSources: []SDSSource{{
+						SDSCertSources: []envoystate.SDSSource{{
 							Name: "kubernetes://default/sds-cert", Path: dir + "/sds/cert.yaml", WatchedDir: dir + "/sds",
 						}},
-						SDSValidationSource: &SDSSource{
+						SDSValidationSource: &envoystate.SDSSource{
 							Name: "kubernetes://default/sds-ca", Path: dir + "/sds/ca.yaml", WatchedDir: dir + "/sds",
 						},
 					},
@@ -268,7 +269,7 @@ func TestParseConfigDumpReal(t *testing.T) {
 					t.Errorf("listeners (-want +got):\n%s", diff)
 				}
 				for _, s := range secrets {
-					if s.State == SecretActive && s.LastUpdated.IsZero() {
+					if s.State == envoystate.SecretActive && s.LastUpdated.IsZero() {
 						t.Errorf("%s: no last_updated", s.Name)
 					}
 				}
@@ -519,7 +520,7 @@ func TestParseConfigDumpLegacyV2(t *testing.T) {
 	if err != nil || len(skipped) > 0 {
 		t.Fatalf("ParseConfigDump: err %v, skipped %v", err, skipped)
 	}
-	wantL := []FilterChainTLS{{
+	wantL := []envoystate.FilterChainTLS{{
 		Listener: "https", State: "active", Address: "0.0.0.0:443", ServerNames: []string{"old.example.com"},
 		SDSCertNames: []string{"kubernetes://old"}, RequireClientCert: true,
 	}}
@@ -544,34 +545,34 @@ func TestListenerSDSSources(t *testing.T) {
 	    "common_tls_context": {"tls_certificate_sds_secret_configs": [%s]%s}}}}]}`
 	cases := map[string]struct {
 		certs, validation string
-		wantSources       []SDSSource
-		wantValidation    *SDSSource
+		wantSources       []envoystate.SDSSource
+		wantValidation    *envoystate.SDSSource
 	}{
 		"PathConfigSourceWatched": {
 			certs:       `{"name": "server_cert", "sds_config": {"resource_api_version": "V3", "path_config_source": {"path": "/etc/envoy/sds.yaml", "watched_directory": {"path": "/certs"}}}}`,
-			wantSources: []SDSSource{{Name: "server_cert", Path: "/etc/envoy/sds.yaml", WatchedDir: "/certs"}},
+			wantSources: []envoystate.SDSSource{{Name: "server_cert", Path: "/etc/envoy/sds.yaml", WatchedDir: "/certs"}},
 		},
 		"PathConfigSourceUnwatched": {
 			certs:       `{"name": "a", "sds_config": {"path_config_source": {"path": "/sds/a.yaml"}}}`,
-			wantSources: []SDSSource{{Name: "a", Path: "/sds/a.yaml"}},
+			wantSources: []envoystate.SDSSource{{Name: "a", Path: "/sds/a.yaml"}},
 		},
 		"DeprecatedPath": {
 			certs:       `{"name": "old", "sds_config": {"path": "/etc/sds/old.json"}}`,
-			wantSources: []SDSSource{{Name: "old", Path: "/etc/sds/old.json"}},
+			wantSources: []envoystate.SDSSource{{Name: "old", Path: "/etc/sds/old.json"}},
 		},
 		"ADSAndStaticHaveNoSource": {
 			certs:       `{"name": "ads", "sds_config": {"ads": {}}}, {"name": "static"}, {"name": "file", "sds_config": {"path_config_source": {"path": "/f.yaml"}}}`,
-			wantSources: []SDSSource{{Name: "file", Path: "/f.yaml"}},
+			wantSources: []envoystate.SDSSource{{Name: "file", Path: "/f.yaml"}},
 		},
 		"ValidationContextSDS": {
 			certs:          `{"name": "c"}`,
 			validation:     `, "validation_context_sds_secret_config": {"name": "ca", "sds_config": {"path_config_source": {"path": "/sds/ca.yaml", "watched_directory": {"path": "/ca"}}}}`,
-			wantValidation: &SDSSource{Name: "ca", Path: "/sds/ca.yaml", WatchedDir: "/ca"},
+			wantValidation: &envoystate.SDSSource{Name: "ca", Path: "/sds/ca.yaml", WatchedDir: "/ca"},
 		},
 		"CombinedValidationContextSDS": {
 			certs:          `{"name": "c"}`,
 			validation:     `, "combined_validation_context": {"default_validation_context": {}, "validation_context_sds_secret_config": {"name": "ca2", "sds_config": {"path": "/sds/ca2.yaml"}}}`,
-			wantValidation: &SDSSource{Name: "ca2", Path: "/sds/ca2.yaml"},
+			wantValidation: &envoystate.SDSSource{Name: "ca2", Path: "/sds/ca2.yaml"},
 		},
 	}
 	for name, tc := range cases {

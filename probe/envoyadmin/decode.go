@@ -142,19 +142,12 @@ func (a *anyJSON) as(want string) (any, error) {
 	return m, nil
 }
 
-// msg and url are nil-safe accessors: an absent Any has no message and no URL.
+// msg is a nil-safe accessor: an absent Any has no message.
 func (a *anyJSON) msg() any {
 	if a == nil {
 		return nil
 	}
 	return a.Msg
-}
-
-func (a *anyJSON) url() string {
-	if a == nil {
-		return ""
-	}
-	return a.URL
 }
 
 // unknown is the error for an Any whose payload is not the wanted kind: errUnknownType for a type

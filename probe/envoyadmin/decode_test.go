@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -125,11 +126,11 @@ func TestReadsWhatProtojsonWrites(t *testing.T) {
 		{Name: "files", State: "active", Version: "v8", CertFile: "/etc/tls.crt", KeyFile: "/etc/tls.key", HasCert: true},
 		{Name: "w", State: "warming", Version: "uninitialized"},
 	}
-	chains := func(state string) []FilterChainTLS {
-		return []FilterChainTLS{
+	chains := func(state string) []envoystate.FilterChainTLS {
+		return []envoystate.FilterChainTLS{
 			{
 				Listener: "l", State: state, Address: "0.0.0.0:8443", FilterChain: "tls", ServerNames: []string{"a.example.com"},
-				SDSCertNames: []string{"cert"}, SDSCertSources: []SDSSource{{Name: "cert", Path: "/sds/c.yaml", WatchedDir: "/sds"}},
+				SDSCertNames: []string{"cert"}, SDSCertSources: []envoystate.SDSSource{{Name: "cert", Path: "/sds/c.yaml", WatchedDir: "/sds"}},
 				CertFiles: []string{"/c.pem", "<inline>"}, InlineCerts: []*x509.Certificate{leaf.Cert},
 				SDSValidationName: "ca", CAFile: "/ca.pem", RequireClientCert: true,
 			},
@@ -185,9 +186,9 @@ func TestReadsCertsProtojsonWrites(t *testing.T) {
 			},
 		}},
 	}}}
-	want := []TLSContext{{
-		CA: []CertDetail{{Path: "/ca.pem", Serial: hexInt("abcdef01"), SerialText: "abcdef01", DaysUntilExpiration: 1 << 40, Expiration: t0.Add(1e6 * time.Hour)}},
-		Chain: []CertDetail{{
+	want := []envoystate.TLSContext{{
+		CA: []envoystate.CertDetail{{Path: "/ca.pem", Serial: hexInt("abcdef01"), SerialText: "abcdef01", DaysUntilExpiration: 1 << 40, Expiration: t0.Add(1e6 * time.Hour)}},
+		Chain: []envoystate.CertDetail{{
 			Path: "<inline>", Serial: hexInt("0a0b0c"), SerialText: "0a0b0c", ValidFrom: t0, Expiration: t0.Add(48 * time.Hour),
 			DaysUntilExpiration: 2, DNSNames: []string{"a.example.com"}, URIs: []string{"spiffe://td/a"}, IPAddresses: []string{"127.0.0.1"},
 		}},
@@ -358,7 +359,7 @@ func TestUnknownIsSkippedNotFailed(t *testing.T) {
 	if err != nil || len(skipped) > 0 {
 		t.Fatalf("err %v, skipped %q: want unknown fields and types ignored", err, skipped)
 	}
-	want := []FilterChainTLS{{Listener: "l", State: "static", FilterChain: "a", SDSCertNames: []string{"s"}}}
+	want := []envoystate.FilterChainTLS{{Listener: "l", State: "static", FilterChain: "a", SDSCertNames: []string{"s"}}}
 	if diff := cmp.Diff(want, listeners); diff != "" {
 		t.Errorf("listeners (-want +got):\n%s", diff)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
 )
@@ -67,7 +68,7 @@ func TestSnapshotRealEnvoy(t *testing.T) {
 	}
 
 	// SNI -> where the certificate comes from.
-	bySNI := map[string]FilterChainTLS{}
+	bySNI := map[string]envoystate.FilterChainTLS{}
 	for _, fc := range s.Listeners {
 		for _, n := range fc.ServerNames {
 			bySNI[n] = fc
@@ -81,7 +82,7 @@ func TestSnapshotRealEnvoy(t *testing.T) {
 	}
 
 	checkLoaded(t, s, certName, leaf1.Cert.SerialNumber.Text(16))
-	if _, ok := s.Stats.KeyRotationFailed()[SanitizeStatName(certName)]; !ok {
+	if _, ok := s.Stats.KeyRotationFailed()[envoystate.SanitizeStatName(certName)]; !ok {
 		t.Errorf("no key_rotation_failed for %q in %v", certName, s.Stats.Counters)
 	}
 
@@ -111,7 +112,7 @@ func TestSnapshotRealEnvoy(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	checkLoaded(t, s, certName, want)
-	if u := s.Stats.SDSUpdates()[SanitizeStatName(certName)]; u.Success < 1 || u.LastUpdate.IsZero() {
+	if u := s.Stats.SDSUpdates()[envoystate.SanitizeStatName(certName)]; u.Success < 1 || u.LastUpdate.IsZero() {
 		t.Errorf("SDS updates after rotation = %+v", u)
 	}
 }
@@ -123,7 +124,7 @@ func mustWrite(t *testing.T, path string, b []byte) {
 	}
 }
 
-func loadedSerial(s *Snapshot, name string) string {
+func loadedSerial(s *envoystate.Snapshot, name string) string {
 	for _, sec := range s.Secrets {
 		if sec.Name == name && len(sec.Chain) > 0 {
 			return pki.SerialHex(sec.Chain[0].SerialNumber)
@@ -133,7 +134,7 @@ func loadedSerial(s *Snapshot, name string) string {
 }
 
 // checkLoaded asserts that config_dump and /certs both show serial for the SDS secret.
-func checkLoaded(t *testing.T, s *Snapshot, name, serial string) {
+func checkLoaded(t *testing.T, s *envoystate.Snapshot, name, serial string) {
 	t.Helper()
 	if got := loadedSerial(s, name); got != serial {
 		t.Errorf("config_dump secret %q serial %q, want %q", name, got, serial)

@@ -181,16 +181,3 @@ func escape(b []byte, max int) string {
 	}
 	return sb.String()
 }
-
-// trimPartialRune drops an incomplete UTF-8 sequence at the end of a cut-off excerpt.
-func trimPartialRune(b []byte) []byte {
-	for k := 1; k < utf8.UTFMax && k <= len(b); k++ {
-		if utf8.RuneStart(b[len(b)-k]) {
-			if !utf8.FullRune(b[len(b)-k:]) {
-				return b[:len(b)-k]
-			}
-			break
-		}
-	}
-	return b
-}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // addSeeds adds every recorded body matching the globs, so the fuzzers start from real shapes.
@@ -54,7 +55,7 @@ func FuzzParseConfigDump(f *testing.F) {
 			t.Fatalf("fatal error %v but also results", err)
 		}
 		for _, s := range secrets {
-			if s.State != SecretStatic && s.State != SecretActive && s.State != SecretWarming {
+			if s.State != envoystate.SecretStatic && s.State != envoystate.SecretActive && s.State != envoystate.SecretWarming {
 				t.Fatalf("secret %q has state %q", s.Name, s.State)
 			}
 			// Something there that was not read is said.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 func (d *configDump) staticListener(where string, raw json.RawMessage) {
@@ -65,7 +67,7 @@ func (d *configDump) listener(where, state string, a *anyJSON) {
 // a control plane such as Envoy Gateway emits it, in either field-name style). It is for xDS
 // output; admin /config_dump bodies go to ParseConfigDump. Filter chains that could not be read
 // are named in the error, the others returned.
-func ParseListenerJSON(data []byte) ([]FilterChainTLS, error) {
+func ParseListenerJSON(data []byte) ([]envoystate.FilterChainTLS, error) {
 	data = bytes.TrimSpace(data)
 	if !json.Valid(data) {
 		// Checked first so that a syntax error's offset is the input's, before snakeKeys.
@@ -85,10 +87,10 @@ func ParseListenerJSON(data []byte) ([]FilterChainTLS, error) {
 
 // filterChains returns one FilterChainTLS per filter chain that terminates TLS, and the parts of
 // chains that could not be read (paths relative to the listener).
-func filterChains(l *listenerJSON, state string) ([]FilterChainTLS, []ConfigSkip) {
+func filterChains(l *listenerJSON, state string) ([]envoystate.FilterChainTLS, []envoystate.ConfigSkip) {
 	var (
-		out     []FilterChainTLS
-		skipped []ConfigSkip
+		out     []envoystate.FilterChainTLS
+		skipped []envoystate.ConfigSkip
 	)
 	addr := ""
 	if a := l.Address; a != nil && a.SocketAddress != nil {
@@ -111,13 +113,13 @@ func filterChains(l *listenerJSON, state string) ([]FilterChainTLS, []ConfigSkip
 		}
 		tc, part, err := downstreamTLS(fc)
 		if err != nil {
-			skipped = append(skipped, ConfigSkip{Part: joinPath(where, part), Reason: err.Error()})
+			skipped = append(skipped, envoystate.ConfigSkip{Part: joinPath(where, part), Reason: err.Error()})
 			continue
 		}
 		if tc == nil {
 			continue // plaintext chain
 		}
-		f := FilterChainTLS{
+		f := envoystate.FilterChainTLS{
 			Listener:    l.Name,
 			State:       state,
 			Address:     addr,
@@ -197,7 +199,7 @@ func downstreamTLS(fc *filterChainJSON) (*downstreamTLSJSON, string, error) {
 // fillTLS fills f from a DownstreamTlsContext. Problems with the certificates and trust that f
 // describes are on f (InlineCertsErr, InlineCAErr); the parts whose certificates are nowhere in
 // the dump (certificate providers) are returned as skipped, paths relative to the chain.
-func fillTLS(f *FilterChainTLS, tc *downstreamTLSJSON) []ConfigSkip {
+func fillTLS(f *envoystate.FilterChainTLS, tc *downstreamTLSJSON) []envoystate.ConfigSkip {
 	f.RequireClientCert = tc.RequireClientCertificate != nil && *tc.RequireClientCertificate
 	ctc := tc.CommonTLSContext
 	if ctc == nil {
@@ -205,7 +207,7 @@ func fillTLS(f *FilterChainTLS, tc *downstreamTLSJSON) []ConfigSkip {
 	}
 	const common = "common_tls_context"
 	var (
-		skipped  []ConfigSkip
+		skipped  []envoystate.ConfigSkip
 		certErrs []error
 	)
 	for i := range ctc.TLSCertificates {
@@ -243,7 +245,7 @@ func fillTLS(f *FilterChainTLS, tc *downstreamTLSJSON) []ConfigSkip {
 	}
 	provider := func(set present, field string) {
 		if set {
-			skipped = append(skipped, ConfigSkip{Part: common + "." + field,
+			skipped = append(skipped, envoystate.ConfigSkip{Part: common + "." + field,
 				Reason: "certificates from a certificate provider, which the admin API does not show"})
 		}
 	}
@@ -280,8 +282,8 @@ func fillTLS(f *FilterChainTLS, tc *downstreamTLSJSON) []ConfigSkip {
 
 // sdsSource is the file-based config source of an SDS secret config; false for ADS, API and
 // static (no sds_config) secrets.
-func sdsSource(s *sdsSecretConfigJSON) (SDSSource, bool) {
-	src := SDSSource{Name: s.Name}
+func sdsSource(s *sdsSecretConfigJSON) (envoystate.SDSSource, bool) {
+	src := envoystate.SDSSource{Name: s.Name}
 	if cs := s.SDSConfig; cs != nil {
 		if pcs := cs.PathConfigSource; pcs != nil {
 			src.Path = pcs.Path

@@ -10,9 +10,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // doc decodes a recorded body for mutation (numbers kept as written).
@@ -94,9 +95,8 @@ func rewrite(v any, key func(string) string, typ func(string) (string, bool)) an
 	return v
 }
 
-func sameKey(k string) string             { return k }
-func sameType(s string) (string, bool)    { return s, true }
-func withoutType(s string) (string, bool) { return "", false }
+func sameKey(k string) string          { return k }
+func sameType(s string) (string, bool) { return s, true }
 
 // lowerCamel is protojson's JSON name of a proto field name.
 func lowerCamel(k string) string {
@@ -117,13 +117,6 @@ func v2Types(s string) (string, bool) {
 		}
 	}
 	return s, true
-}
-
-func noLastUpdated(ss []secretSummary) []secretSummary {
-	for i := range ss {
-		ss[i].LastUpdated = time.Time{}
-	}
-	return ss
 }
 
 // TestDumpShapesReadAlike: the same secrets and listeners, printed the ways older Envoys and
@@ -399,7 +392,7 @@ func TestListenerTLSProblems(t *testing.T) {
 
 	cases := map[string]struct {
 		mutate      func(t *testing.T, v any)
-		check       func(t *testing.T, f FilterChainTLS)
+		check       func(t *testing.T, f envoystate.FilterChainTLS)
 		wantSkipped string // a skipped part, else none
 	}{
 		"InlineCAAndWatchedDir": {
@@ -409,7 +402,7 @@ func TestListenerTLSProblems(t *testing.T) {
 					"watched_directory": map[string]any{"path": "/etc/ca"},
 				}
 			},
-			check: func(t *testing.T, f FilterChainTLS) {
+			check: func(t *testing.T, f envoystate.FilterChainTLS) {
 				if got := serials(f.InlineCA); !cmp.Equal(got, []string{"abcdef01", "7f"}) || f.InlineCAErr != nil || f.CAWatchedDir != "/etc/ca" || f.CAFile != "" {
 					t.Errorf("InlineCA %v, InlineCAErr %v, CAWatchedDir %q, CAFile %q; want both CAs, no error, /etc/ca", got, f.InlineCAErr, f.CAWatchedDir, f.CAFile)
 				}
@@ -420,7 +413,7 @@ func TestListenerTLSProblems(t *testing.T) {
 				obj(t, v, common...)["validation_context"] = map[string]any{"trusted_ca": map[string]any{
 					"inline_bytes": base64.StdEncoding.EncodeToString([]byte(caPEM + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))}}
 			},
-			check: func(t *testing.T, f FilterChainTLS) {
+			check: func(t *testing.T, f envoystate.FilterChainTLS) {
 				if got := serials(f.InlineCA); !cmp.Equal(got, []string{"abcdef01"}) || f.InlineCAErr == nil ||
 					!strings.HasPrefix(f.InlineCAErr.Error(), "common_tls_context.validation_context.trusted_ca.inline_bytes: certificate 2 of 2") {
 					t.Errorf("InlineCA %v, InlineCAErr %v; want the good CA and an error naming the field and block", got, f.InlineCAErr)
@@ -433,7 +426,7 @@ func TestListenerTLSProblems(t *testing.T) {
 				delete(m, "validation_context")
 				m["combined_validation_context"] = map[string]any{"default_validation_context": map[string]any{"trusted_ca": "x"}}
 			},
-			check: func(t *testing.T, f FilterChainTLS) {
+			check: func(t *testing.T, f envoystate.FilterChainTLS) {
 				if f.InlineCAErr == nil || !strings.HasPrefix(f.InlineCAErr.Error(), "common_tls_context.combined_validation_context.default_validation_context.trusted_ca: string") {
 					t.Errorf("InlineCAErr %v, want the field named", f.InlineCAErr)
 				}
@@ -447,7 +440,7 @@ func TestListenerTLSProblems(t *testing.T) {
 					map[string]any{"certificate_chain": map[string]any{"filename": "/etc/ecdsa.pem"}},
 				}
 			},
-			check: func(t *testing.T, f FilterChainTLS) {
+			check: func(t *testing.T, f envoystate.FilterChainTLS) {
 				if got := serials(f.InlineCerts); !cmp.Equal(got, []string{"7f"}) || !cmp.Equal(f.CertFiles, []string{"<inline>", "<inline>", "/etc/ecdsa.pem"}) ||
 					f.InlineCertsErr == nil || !strings.HasPrefix(f.InlineCertsErr.Error(), "common_tls_context.tls_certificates[1].certificate_chain.inline_bytes:") {
 					t.Errorf("InlineCerts %v, CertFiles %v, InlineCertsErr %v; want the good one kept, the second named", got, f.CertFiles, f.InlineCertsErr)
@@ -458,7 +451,7 @@ func TestListenerTLSProblems(t *testing.T) {
 			mutate: func(t *testing.T, v any) {
 				obj(t, v, common...)["tls_certificate_provider_instance"] = map[string]any{"instance_name": "p"}
 			},
-			check:       func(t *testing.T, f FilterChainTLS) {},
+			check:       func(t *testing.T, f envoystate.FilterChainTLS) {},
 			wantSkipped: where + ".common_tls_context.tls_certificate_provider_instance",
 		},
 		"V2SocketConfig": {
@@ -469,7 +462,7 @@ func TestListenerTLSProblems(t *testing.T) {
 				delete(ts, "typed_config")
 				ts["config"] = cfg
 			},
-			check: func(t *testing.T, f FilterChainTLS) {
+			check: func(t *testing.T, f envoystate.FilterChainTLS) {
 				if len(f.CertFiles) != 1 || !strings.HasSuffix(f.CertFiles[0], "/static/tls.crt") || !f.RequireClientCert {
 					t.Errorf("CertFiles %v RequireClientCert %v: want the v2 config read", f.CertFiles, f.RequireClientCert)
 				}
@@ -505,7 +498,7 @@ func TestListenerTLSProblems(t *testing.T) {
 			} else if len(skipped) != 0 {
 				t.Fatalf("skipped %v, want none", skipped)
 			}
-			var first *FilterChainTLS
+			var first *envoystate.FilterChainTLS
 			for i := range listeners {
 				if listeners[i].FilterChain == "static-files" {
 					first = &listeners[i]
@@ -562,10 +555,10 @@ func TestCertDetailProblems(t *testing.T) {
 		set   map[string]any // fields replaced in the recorded entry
 		drop  string
 		want  []string
-		check func(d CertDetail) string
+		check func(d envoystate.CertDetail) string
 	}{
 		"SerialNotHex": {set: map[string]any{"serial_number": "0x12zz"}, want: []string{".serial_number: ", "not hex"},
-			check: func(d CertDetail) string {
+			check: func(d envoystate.CertDetail) string {
 				if d.Serial != nil || d.SerialText != "0x12zz" || d.Expiration.IsZero() {
 					return "want Serial nil, the text and the expiration kept"
 				}
@@ -575,7 +568,7 @@ func TestCertDetailProblems(t *testing.T) {
 		"SerialNotString":  {set: map[string]any{"serial_number": 258}, want: []string{".serial_number: number where a string expected"}},
 		"ExpirationNotRFC": {set: map[string]any{"expiration_time": "Dec  2 04:04:48 2026 GMT"}, want: []string{".expiration_time: string", "RFC 3339"}},
 		"ExpirationMissing": {drop: "expiration_time", want: []string{".expiration_time: missing"},
-			check: func(d CertDetail) string {
+			check: func(d envoystate.CertDetail) string {
 				if d.Serial == nil || d.ValidFrom.IsZero() {
 					return "want the other fields kept"
 				}
@@ -584,7 +577,7 @@ func TestCertDetailProblems(t *testing.T) {
 		"ValidFromBad": {set: map[string]any{"valid_from": 1}, want: []string{".valid_from: number 1"}},
 		"DaysBad":      {set: map[string]any{"days_until_expiration": "soon"}, want: []string{".days_until_expiration: string"}},
 		"PathNotString": {set: map[string]any{"path": []any{}}, want: []string{".path: array"},
-			check: func(d CertDetail) string {
+			check: func(d envoystate.CertDetail) string {
 				if d.SerialText != "0102" {
 					return "want the serial kept"
 				}
@@ -632,23 +625,23 @@ func TestCertDetailProblems(t *testing.T) {
 func TestSkippedPartsNamed(t *testing.T) {
 	cases := map[string]struct {
 		body string
-		want []ConfigSkip
+		want []envoystate.ConfigSkip
 	}{
 		"UnknownDump": {
 			body: `{"configs": [{"@type": "type.googleapis.com/vendor.PrivateConfigDump"}]}`,
-			want: []ConfigSkip{{Part: "configs[0]", Reason: `unknown type "type.googleapis.com/vendor.PrivateConfigDump"`}},
+			want: []envoystate.ConfigSkip{{Part: "configs[0]", Reason: `unknown type "type.googleapis.com/vendor.PrivateConfigDump"`}},
 		},
 		"UntypedUnknown": {
 			body: `{"configs": [{"foo": 1}]}`,
-			want: []ConfigSkip{{Part: "configs[0]", Reason: "no @type, and its fields are not those of a secrets or listeners dump"}},
+			want: []envoystate.ConfigSkip{{Part: "configs[0]", Reason: "no @type, and its fields are not those of a secrets or listeners dump"}},
 		},
 		"CamelCaseBadEntry": {
 			body: `{"dynamicActiveSecrets": [{"name": "a"}, {"name": 5}]}`,
-			want: []ConfigSkip{{Part: "dynamic_active_secrets[1].name", Reason: "number where a string expected"}},
+			want: []envoystate.ConfigSkip{{Part: "dynamic_active_secrets[1].name", Reason: "number where a string expected"}},
 		},
 		"ListenerUnknownType": {
 			body: `{"configs": [{"@type": "type.googleapis.com/envoy.admin.v3.ListenersConfigDump", "dynamicListeners": [{"name": "l", "activeState": {"listener": {"@type": "type.googleapis.com/vendor.Listener"}}}]}]}`,
-			want: []ConfigSkip{{Part: "configs[0].dynamic_listeners[0].active_state.listener", Reason: `unknown type "type.googleapis.com/vendor.Listener"`}},
+			want: []envoystate.ConfigSkip{{Part: "configs[0].dynamic_listeners[0].active_state.listener", Reason: `unknown type "type.googleapis.com/vendor.Listener"`}},
 		},
 	}
 	for name, tc := range cases {
@@ -662,7 +655,7 @@ func TestSkippedPartsNamed(t *testing.T) {
 			}
 		})
 	}
-	if s := (ConfigSkip{Part: "a.b", Reason: "why"}).String(); s != "a.b: why" {
+	if s := (envoystate.ConfigSkip{Part: "a.b", Reason: "why"}).String(); s != "a.b: why" {
 		t.Errorf("String() = %q", s)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // maxText bounds a name, path or SAN taken from an admin: they become label values, table cells
@@ -32,11 +33,11 @@ func cleanText(s string) string {
 }
 
 // sanitize cleans every string the snapshot took from the admin (names, paths, SANs, serial text,
-// versions) with cleanText, walking the package's own types; errors are built from excerpts
+// versions) with cleanText, walking the envoystate types; errors are built from excerpts
 // already. A serial that parsed as hex is kept as printed: a long hex run is what a serial is.
-func (s *Snapshot) sanitize() {
+func sanitize(s *envoystate.Snapshot) {
 	for i := range s.Contexts {
-		for _, ds := range [][]CertDetail{s.Contexts[i].CA, s.Contexts[i].Chain} {
+		for _, ds := range [][]envoystate.CertDetail{s.Contexts[i].CA, s.Contexts[i].Chain} {
 			for j := range ds {
 				serial := ds[j].SerialText
 				cleanValue(reflect.ValueOf(&ds[j]).Elem())
@@ -51,7 +52,7 @@ func (s *Snapshot) sanitize() {
 	s.ServerVersion = cleanText(s.ServerVersion)
 }
 
-var pkgPath = reflect.TypeFor[Snapshot]().PkgPath()
+var pkgPath = reflect.TypeFor[envoystate.Snapshot]().PkgPath()
 
 func cleanValue(v reflect.Value) {
 	switch v.Kind() {

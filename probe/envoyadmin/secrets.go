@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // redacted is what Envoy prints instead of private key material, in every DataSource form
@@ -17,8 +18,8 @@ const redacted = "[redacted]"
 // addSecret converts one secret entry. A warming secret that never arrived has no payload at all
 // ("uninitialized"): it is kept, because a stuck warming secret is itself a finding. A payload
 // that cannot be read at all is the Secret's Err.
-func (d *configDump) addSecret(state SecretState, name, version string, updated time.Time, payload *caught[anyJSON]) {
-	s := Secret{Name: name, State: state, VersionInfo: version, LastUpdated: updated}
+func (d *configDump) addSecret(state envoystate.SecretState, name, version string, updated time.Time, payload *caught[anyJSON]) {
+	s := envoystate.Secret{Name: name, State: state, VersionInfo: version, LastUpdated: updated}
 	if payload != nil && payload.Set {
 		if payload.Err != nil {
 			s.Err = fieldErr("secret", payload.Err)
@@ -38,7 +39,7 @@ func (d *configDump) addSecret(state SecretState, name, version string, updated 
 	d.Secrets = append(d.Secrets, s)
 }
 
-func fillSecret(s *Secret, sec *secretJSON) {
+func fillSecret(s *envoystate.Secret, sec *secretJSON) {
 	if s.Name == "" {
 		s.Name = sec.Name
 	}
@@ -61,7 +62,7 @@ func fillSecret(s *Secret, sec *secretJSON) {
 	}
 }
 
-func fillCertificate(s *Secret, tc *tlsCertificateJSON) {
+func fillCertificate(s *envoystate.Secret, tc *tlsCertificateJSON) {
 	const path = "tls_certificate.certificate_chain"
 	chain := tc.CertificateChain
 	switch {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 func TestParseStatsTextSamples(t *testing.T) {
@@ -54,7 +56,7 @@ func fmtDays(d uint64, ok bool) string {
 	return fmt.Sprintf("%d days", d)
 }
 
-func fmtHS(h map[string]Handshakes) string { return fmt.Sprintf("%+v", h) }
+func fmtHS(h map[string]envoystate.Handshakes) string { return fmt.Sprintf("%+v", h) }
 
 func TestParseStatsPrometheusRefused(t *testing.T) {
 	_, err := ParseStats(readTestdata(t, "fixtures/stats_prometheus_days_until_first_cert_expiring_samples.txt"))
@@ -83,7 +85,7 @@ func TestParseStatsReal(t *testing.T) {
 				if diff := cmp.Diff(wantKRF, st.KeyRotationFailed()); diff != "" {
 					t.Errorf("KeyRotationFailed (-want +got):\n%s", diff)
 				}
-				if got := SanitizeStatName("kubernetes://default/sds-cert"); got != "kubernetes_default/sds-cert" {
+				if got := envoystate.SanitizeStatName("kubernetes://default/sds-cert"); got != "kubernetes_default/sds-cert" {
 					t.Errorf("SanitizeStatName = %q, which does not match Envoy's stat names", got)
 				}
 				upd := st.SDSUpdates()["kubernetes_default/sds-cert"]
@@ -172,7 +174,7 @@ func TestParseStatsEdgeCases(t *testing.T) {
 	if diff := cmp.Diff(map[string]uint64{"kubernetes://ns/foo.example.com": 3}, st.KeyRotationFailed()); diff != "" {
 		t.Errorf("KeyRotationFailed (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]SDSUpdate{"a.b": {Rejected: 2}}, st.SDSUpdates()); diff != "" {
+	if diff := cmp.Diff(map[string]envoystate.SDSUpdate{"a.b": {Rejected: 2}}, st.SDSUpdates()); diff != "" {
 		t.Errorf("SDSUpdates (-want +got):\n%s", diff)
 	}
 }

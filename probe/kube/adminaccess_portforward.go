@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	//lint:ignore SA1019 client-go v0.37's portforward and spdy packages still take and return this package's Dialer, Connection and Stream, which are distinct types from k8s.io/streaming's
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"

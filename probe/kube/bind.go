@@ -11,7 +11,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // Bindings of a pod, expressed in the config types the audit already judges, so that the
@@ -230,7 +230,7 @@ func originFor(t EnvoyTarget, source, dflt string) string {
 // A reported path names a mount either as the container sees it (mountPath/…) or as the node
 // does: a path holding the pod's UID and ending in <volume>/<file> is that volume on the node
 // (the kubelet's /var/lib/kubelet/pods/<uid>/volumes/…/<volume>/, or the testbed's rewrite).
-func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoyadmin.Snapshot) []config.Binding {
+func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoystate.Snapshot) []config.Binding {
 	if snap == nil {
 		return nil
 	}
@@ -300,7 +300,7 @@ func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoyadmin.Snapshot) [
 	// secret keeps no file name nor directory, but the listener's sds_config still says which
 	// directory it watches (or where its resource file lives). A Secret mounted there is what the
 	// SDS secret holds, whether or not Envoy managed to load it.
-	inDir := func(ms mountedSource, src envoyadmin.SDSSource) (string, bool) {
+	inDir := func(ms mountedSource, src envoystate.SDSSource) (string, bool) {
 		if src.WatchedDir != "" && ms.isDir(t.UID, src.WatchedDir) {
 			return path.Clean(src.WatchedDir), true
 		}
@@ -449,7 +449,7 @@ func (ms mountedSource) isDir(uid, p string) bool {
 // ListenerEndpoints are the TLS endpoints of a pod read from its Envoy's listeners, for pods
 // that declare no certdrift.dev/probe-ports: one per TLS listener port, with the exact (not
 // wildcard) server names of its filter chains as SNIs.
-func ListenerEndpoints(podIP string, ls []envoyadmin.FilterChainTLS) []config.Endpoint {
+func ListenerEndpoints(podIP string, ls []envoystate.FilterChainTLS) []config.Endpoint {
 	if podIP == "" {
 		return nil
 	}
@@ -489,7 +489,7 @@ func ListenerEndpoints(podIP string, ls []envoyadmin.FilterChainTLS) []config.En
 // the admin's config_dump shows, when it was read; else the pod spec (SpecEndpoints). SNIs come
 // from the annotation or the listeners' server names; the caller fills in the rest (the bound
 // certificates' DNS names, else none).
-func ProbeEndpoints(t EnvoyTarget, snap *envoyadmin.Snapshot) []config.Endpoint {
+func ProbeEndpoints(t EnvoyTarget, snap *envoystate.Snapshot) []config.Endpoint {
 	if len(t.ProbePorts) > 0 {
 		return probeEndpoints(t)
 	}

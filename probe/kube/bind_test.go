@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 func secretVol(name, secret string, items ...KeyPath) PodVolume {
@@ -210,26 +210,26 @@ func TestLoadedBindings(t *testing.T) {
 	node := "/var/lib/kubelet/pods/0f1e-uid/volumes/kubernetes.io~secret"
 	cases := map[string]struct {
 		reason string
-		snap   *envoyadmin.Snapshot
+		snap   *envoystate.Snapshot
 		keys   SourceKeys
 		want   []config.Binding
 	}{
 		"WatchedDir": {
 			reason: "a file-based SDS secret watching the mount binds the mounted Secret under its SDS name",
-			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs/"}}},
+			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs/"}}},
 			want:   []config.Binding{{Source: "a/web-tls", Secret: "web", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath}},
 		},
 		"CertFile": {
 			reason: "a secret naming the mounted file binds under both",
-			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "o", HasCertificate: true, CertFile: "/other/tls.crt"}}},
+			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{{Name: "o", HasCertificate: true, CertFile: "/other/tls.crt"}}},
 			want:   []config.Binding{{Source: "a/other-tls", Secret: "o", File: "/other/tls.crt", CAFile: "/other/ca.crt", Dir: "/other", Origin: OriginPath}},
 		},
 		"NodePaths": {
 			reason: "paths on the node, under the pod's UID and ending in volume/file, name the same mounts",
-			snap: &envoyadmin.Snapshot{
-				Secrets:   []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: node + "/tls"}},
-				Contexts:  []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{Path: node + "/other/tls.crt"}, {Path: "<inline>"}}}},
-				Listeners: []envoyadmin.FilterChainTLS{{CertFiles: []string{node + "/other/tls.crt"}}},
+			snap: &envoystate.Snapshot{
+				Secrets:   []envoystate.Secret{{Name: "web", HasCertificate: true, WatchedDir: node + "/tls"}},
+				Contexts:  []envoystate.TLSContext{{Chain: []envoystate.CertDetail{{Path: node + "/other/tls.crt"}, {Path: "<inline>"}}}},
+				Listeners: []envoystate.FilterChainTLS{{CertFiles: []string{node + "/other/tls.crt"}}},
 			},
 			want: []config.Binding{
 				{Source: "a/web-tls", Secret: "web", CAFile: node + "/tls/ca.crt", Dir: node + "/tls", Origin: OriginPath},
@@ -237,31 +237,31 @@ func TestLoadedBindings(t *testing.T) {
 		},
 		"OtherPodsNodePath": {
 			reason: "a node path of another pod (other UID) binds nothing",
-			snap: &envoyadmin.Snapshot{Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{
+			snap: &envoystate.Snapshot{Contexts: []envoystate.TLSContext{{Chain: []envoystate.CertDetail{
 				{Path: "/var/lib/kubelet/pods/other-uid/volumes/kubernetes.io~secret/other/tls.crt"}}}}},
 		},
 		"SubPathOnlyAsMounted": {
 			reason: "a subPath copy is matched by its container path only",
-			snap: &envoyadmin.Snapshot{Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{
+			snap: &envoystate.Snapshot{Contexts: []envoystate.TLSContext{{Chain: []envoystate.CertDetail{
 				{Path: "/s.pem"}, {Path: node + "/sub/tls.crt"}}}}},
 			want: []config.Binding{{Source: "a/sub-tls", File: "/s.pem", Dir: "/", Origin: OriginPath}},
 		},
 		"Unrelated": {
 			reason: "secrets of other directories bind nothing",
-			snap: &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "ca", HasValidation: true, WatchedDir: "/elsewhere"},
+			snap: &envoystate.Snapshot{Secrets: []envoystate.Secret{{Name: "ca", HasValidation: true, WatchedDir: "/elsewhere"},
 				{Name: "x", HasCertificate: true, WatchedDir: "/elsewhere"}}},
 		},
 		"ValidationWatchedDir": {
 			reason: "a validation secret watching the mount of a Secret with a CA binds that Secret's trust under the validation secret's name",
-			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{{Name: "ca", HasValidation: true, WatchedDir: "/certs"}}},
+			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{{Name: "ca", HasValidation: true, WatchedDir: "/certs"}}},
 			want:   []config.Binding{{Source: "a/web-tls", Secret: "ca", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath}},
 		},
 		"ValidationCAFile": {
 			reason: "a CA file Envoy reports (/certs ca_cert on the node, a secret's trusted_ca, a listener's) binds the source holding it, as reported",
-			snap: &envoyadmin.Snapshot{
-				Contexts:  []envoyadmin.TLSContext{{CA: []envoyadmin.CertDetail{{Path: node + "/other/ca.crt"}}}},
-				Secrets:   []envoyadmin.Secret{{Name: "v", HasValidation: true, CAFile: "/certs/ca.crt"}},
-				Listeners: []envoyadmin.FilterChainTLS{{CAFile: "/certs/ca.crt"}, {CAFile: "/etc/ssl/ca.pem"}},
+			snap: &envoystate.Snapshot{
+				Contexts:  []envoystate.TLSContext{{CA: []envoystate.CertDetail{{Path: node + "/other/ca.crt"}}}},
+				Secrets:   []envoystate.Secret{{Name: "v", HasValidation: true, CAFile: "/certs/ca.crt"}},
+				Listeners: []envoystate.FilterChainTLS{{CAFile: "/certs/ca.crt"}, {CAFile: "/etc/ssl/ca.pem"}},
 			},
 			want: []config.Binding{
 				{Source: "a/web-tls", Secret: "v", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
@@ -270,16 +270,16 @@ func TestLoadedBindings(t *testing.T) {
 		},
 		"ListenerSDSWatchedDir": {
 			reason: "a listener's file-based SDS watching the mount binds the Secret under the SDS name, though the dumped secret (inlined by Envoy 1.40) names no file or directory",
-			snap: &envoyadmin.Snapshot{
-				Secrets: []envoyadmin.Secret{{Name: "server_cert", HasCertificate: true}},
-				Listeners: []envoyadmin.FilterChainTLS{{SDSCertNames: []string{"server_cert", "ads"},
-					SDSCertSources: []envoyadmin.SDSSource{{Name: "server_cert", Path: "/etc/envoy/sds.yaml", WatchedDir: "/certs"}}}},
+			snap: &envoystate.Snapshot{
+				Secrets: []envoystate.Secret{{Name: "server_cert", HasCertificate: true}},
+				Listeners: []envoystate.FilterChainTLS{{SDSCertNames: []string{"server_cert", "ads"},
+					SDSCertSources: []envoystate.SDSSource{{Name: "server_cert", Path: "/etc/envoy/sds.yaml", WatchedDir: "/certs"}}}},
 			},
 			want: []config.Binding{{Source: "a/web-tls", Secret: "server_cert", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath}},
 		},
 		"ListenerSDSResourceInMount": {
 			reason: "an SDS resource file read from the mount (node path here) binds that Secret; a source elsewhere binds nothing",
-			snap: &envoyadmin.Snapshot{Listeners: []envoyadmin.FilterChainTLS{{SDSCertSources: []envoyadmin.SDSSource{
+			snap: &envoystate.Snapshot{Listeners: []envoystate.FilterChainTLS{{SDSCertSources: []envoystate.SDSSource{
 				{Name: "o", Path: node + "/other/sds.yaml"},
 				{Name: "x", Path: "/etc/envoy/sds.yaml", WatchedDir: "/etc/envoy"},
 				{Name: "y", WatchedDir: "/var/lib/kubelet/pods/other-uid/volumes/kubernetes.io~secret/tls"},
@@ -288,9 +288,9 @@ func TestLoadedBindings(t *testing.T) {
 		},
 		"ListenerSDSSameAsSecret": {
 			reason: "the listener and the dumped secret agreeing yield one binding",
-			snap: &envoyadmin.Snapshot{
-				Secrets:   []envoyadmin.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs"}},
-				Listeners: []envoyadmin.FilterChainTLS{{SDSCertSources: []envoyadmin.SDSSource{{Name: "web", WatchedDir: "/certs"}}}},
+			snap: &envoystate.Snapshot{
+				Secrets:   []envoystate.Secret{{Name: "web", HasCertificate: true, WatchedDir: "/certs"}},
+				Listeners: []envoystate.FilterChainTLS{{SDSCertSources: []envoystate.SDSSource{{Name: "web", WatchedDir: "/certs"}}}},
 			},
 			want: []config.Binding{{Source: "a/web-tls", Secret: "web", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath}},
 		},
@@ -317,9 +317,9 @@ func TestLoadedBindingsMergedDir(t *testing.T) {
 	target := EnvoyTarget{Namespace: "a", Pod: "p", Volumes: []PodVolume{secretVol("certs", "merged")},
 		Mounts: []VolumeMount{{Container: "envoy", Volume: "certs", MountPath: "/certs"}}}
 	keys := SourceKeys{"a/merged": {{Item: "a", Cert: "a.crt", Key: "a.key", CA: "ca.crt"}, {Item: "b", Cert: "b.crt", Key: "b.key", CA: "ca.crt"}}}
-	snap := &envoyadmin.Snapshot{
-		Secrets:  []envoyadmin.Secret{{Name: "a.example", HasCertificate: true, WatchedDir: "/certs"}, {Name: "ca", HasValidation: true, WatchedDir: "/certs"}},
-		Contexts: []envoyadmin.TLSContext{{Chain: []envoyadmin.CertDetail{{Path: "/certs/b.crt"}}}},
+	snap := &envoystate.Snapshot{
+		Secrets:  []envoystate.Secret{{Name: "a.example", HasCertificate: true, WatchedDir: "/certs"}, {Name: "ca", HasValidation: true, WatchedDir: "/certs"}},
+		Contexts: []envoystate.TLSContext{{Chain: []envoystate.CertDetail{{Path: "/certs/b.crt"}}}},
 	}
 	want := []config.Binding{
 		{Source: "a/merged", Secret: "a.example", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
@@ -334,10 +334,10 @@ func TestLoadedBindingsMergedDir(t *testing.T) {
 	// picks the item; one whose names match no item, or several, stays item-less.
 	keys["a/merged"][0].Names = []string{"a.example"}
 	keys["a/merged"][1].Names = []string{"b.example"}
-	snap = &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{
+	snap = &envoystate.Snapshot{Secrets: []envoystate.Secret{
 		{Name: "a.example", HasCertificate: true, WatchedDir: "/certs", Chain: []*x509.Certificate{{DNSNames: []string{"a.example"}}}},
 		{Name: "other", HasCertificate: true, Chain: []*x509.Certificate{{DNSNames: []string{"c.example"}}}},
-	}, Listeners: []envoyadmin.FilterChainTLS{{SDSCertSources: []envoyadmin.SDSSource{{Name: "other", WatchedDir: "/certs"}}}}}
+	}, Listeners: []envoystate.FilterChainTLS{{SDSCertSources: []envoystate.SDSSource{{Name: "other", WatchedDir: "/certs"}}}}}
 	want = []config.Binding{
 		{Source: "a/merged", Item: "a", Secret: "a.example", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
 		{Source: "a/merged", Secret: "other", CAFile: "/certs/ca.crt", Dir: "/certs", Origin: OriginPath},
@@ -356,10 +356,10 @@ func TestLoadedBindingsTokenCA(t *testing.T) {
 		Mounts: []VolumeMount{{Container: "envoy", Volume: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}}
 	keys := SourceKeys{"configmap:a/kube-root-ca.crt": {{Item: "ca.crt", CA: "ca.crt"}}}
 	const ca = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
-	if got := LoadedBindings(target, keys, &envoyadmin.Snapshot{}); len(got) != 0 {
+	if got := LoadedBindings(target, keys, &envoystate.Snapshot{}); len(got) != 0 {
 		t.Errorf("LoadedBindings(nothing reported) = %v, want none", got)
 	}
-	got := LoadedBindings(target, keys, &envoyadmin.Snapshot{Listeners: []envoyadmin.FilterChainTLS{{CAFile: ca}}})
+	got := LoadedBindings(target, keys, &envoystate.Snapshot{Listeners: []envoystate.FilterChainTLS{{CAFile: ca}}})
 	want := []config.Binding{{Source: "configmap:a/kube-root-ca.crt", Item: "ca.crt", CAFile: ca, Dir: path.Dir(ca), Origin: OriginPath}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LoadedBindings(CA file reported): -want +got:\n%s", diff)
@@ -374,13 +374,13 @@ func TestLoadedBindingsProjectedTrust(t *testing.T) {
 		Mounts: []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/etc/envoy/tls"}}}
 	keys := SourceKeys{"a/web-tls": {{Cert: "tls.crt", Key: "tls.key", CA: "ca.crt"}}, "a/web-ca": {{CA: "ca.crt"}}}
 	dir := "/tmp/node/pods/a_p_0f1e-uid/volumes/tls"
-	snap := &envoyadmin.Snapshot{
-		Secrets: []envoyadmin.Secret{{Name: "server_cert", HasCertificate: true}, {Name: "client_ca", HasValidation: true}},
-		Listeners: []envoyadmin.FilterChainTLS{{
+	snap := &envoystate.Snapshot{
+		Secrets: []envoystate.Secret{{Name: "server_cert", HasCertificate: true}, {Name: "client_ca", HasValidation: true}},
+		Listeners: []envoystate.FilterChainTLS{{
 			SDSCertNames:        []string{"server_cert"},
-			SDSCertSources:      []envoyadmin.SDSSource{{Name: "server_cert", Path: "/tmp/rendered/sds.yaml", WatchedDir: dir}},
+			SDSCertSources:      []envoystate.SDSSource{{Name: "server_cert", Path: "/tmp/rendered/sds.yaml", WatchedDir: dir}},
 			SDSValidationName:   "client_ca",
-			SDSValidationSource: &envoyadmin.SDSSource{Name: "client_ca", Path: "/tmp/rendered/ca.yaml", WatchedDir: dir},
+			SDSValidationSource: &envoystate.SDSSource{Name: "client_ca", Path: "/tmp/rendered/ca.yaml", WatchedDir: dir},
 		}},
 	}
 	want := []config.Binding{
@@ -393,7 +393,7 @@ func TestLoadedBindingsProjectedTrust(t *testing.T) {
 }
 
 func TestListenerEndpoints(t *testing.T) {
-	ls := []envoyadmin.FilterChainTLS{
+	ls := []envoystate.FilterChainTLS{
 		{Address: "0.0.0.0:8443", ServerNames: []string{"a.example", "*.example"}},
 		{Address: "0.0.0.0:8443", ServerNames: []string{"b.example", "a.example"}},
 		{Address: "[::]:9443"},

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -20,12 +20,12 @@ func TestProbeEndpoints(t *testing.T) {
 	ports := []ContainerPort{{Name: "http", Port: 8080}, {Name: "https", Port: 8443}, {Name: "admin", Port: 9901},
 		{Name: "grpc-tls", Port: 7000}, {Port: 10443}, {Name: "metrics", Port: 19001}, {Name: "https-dup", Port: 8443}}
 	base := EnvoyTarget{Namespace: "a", Pod: "p", PodIP: "10.0.0.1", AdminPort: 9901, StatsPort: 19001, ContainerPorts: ports}
-	unreachable := &envoyadmin.Snapshot{CertsErr: errAdmin, ConfigErr: errAdmin, StatsErr: errAdmin}
+	unreachable := &envoystate.Snapshot{CertsErr: errAdmin, ConfigErr: errAdmin, StatsErr: errAdmin}
 	spec := []config.Endpoint{{Address: "10.0.0.1:7000"}, {Address: "10.0.0.1:8443"}, {Address: "10.0.0.1:10443"}}
 	cases := map[string]struct {
 		reason string
 		target func(EnvoyTarget) EnvoyTarget
-		snap   *envoyadmin.Snapshot
+		snap   *envoystate.Snapshot
 		want   []config.Endpoint
 	}{
 		"AdminUnreachable": {
@@ -38,12 +38,12 @@ func TestProbeEndpoints(t *testing.T) {
 		},
 		"AdminListeners": {
 			reason: "a config_dump that was read says which ports are TLS, with their server names",
-			snap:   &envoyadmin.Snapshot{Listeners: []envoyadmin.FilterChainTLS{{Address: "0.0.0.0:8443", ServerNames: []string{"web.example"}}}},
+			snap:   &envoystate.Snapshot{Listeners: []envoystate.FilterChainTLS{{Address: "0.0.0.0:8443", ServerNames: []string{"web.example"}}}},
 			want:   []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"web.example"}}},
 		},
 		"AdminNoTLSListener": {
 			reason: "a config_dump that was read and shows no TLS listener: nothing to handshake, whatever ports are named",
-			snap:   &envoyadmin.Snapshot{},
+			snap:   &envoystate.Snapshot{},
 		},
 		"Annotation": {
 			reason: "certdrift.dev/probe-ports wins over the admin and the spec",
@@ -141,7 +141,7 @@ func TestMountedRefs(t *testing.T) {
 // secret's name.
 func TestSDSRefsAndTrust(t *testing.T) {
 	tg := EnvoyTarget{Namespace: "istio-system", Pod: "gw"}
-	snap := &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{
+	snap := &envoystate.Snapshot{Secrets: []envoystate.Secret{
 		{Name: "kubernetes://gw-cred", HasCertificate: true},
 		{Name: "kubernetes://gw-cred-cacert", HasValidation: true},
 		{Name: "default", HasCertificate: true},

@@ -29,7 +29,7 @@ func dataWriters(mf []metav1.ManagedFieldsEntry, strings *interner, fields ...st
 	var out []writerStamp
 	for i := range mf {
 		e := &mf[i]
-		if e.Time == nil || e.FieldsV1 == nil || len(e.FieldsV1.Raw) == 0 || !ownsAny(e.FieldsV1.Raw, fields) {
+		if e.Time == nil || e.FieldsV1 == nil || len(e.FieldsV1.GetRawBytes()) == 0 || !ownsAny(e.FieldsV1.GetRawBytes(), fields) {
 			continue
 		}
 		out = append(out, writerStamp{manager: strings.get(e.Manager), operation: strings.get(string(e.Operation)), at: e.Time.Unix()})

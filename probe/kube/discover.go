@@ -258,7 +258,7 @@ func (d *Discovery) Targets(ctx context.Context) DiscoverySnapshot {
 		if !s.informer.HasSynced() {
 			snap.Synced = false
 		}
-		if err, at := s.err(); err != nil {
+		if at, err := s.err(); err != nil {
 			snap.Errors = append(snap.Errors, SourceError{Source: s.desc, At: at, Err: err})
 		}
 		for _, obj := range s.informer.GetStore().List() {

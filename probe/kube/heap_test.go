@@ -91,7 +91,7 @@ func syntheticTLSSecrets(tb testing.TB, n int) []*corev1.Secret {
 		s.CreationTimestamp = stamp
 		s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate,
 			APIVersion: "v1", Time: &stamp, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:ca.crt":{},"f:tls.crt":{},"f:tls.key":{}},"f:type":{}}`)}}}
+			FieldsV1: metav1.NewFieldsV1(`{"f:data":{".":{},"f:ca.crt":{},"f:tls.crt":{},"f:tls.key":{}},"f:type":{}}`)}}
 		out[i] = s
 	}
 	return out

@@ -70,10 +70,10 @@ func (s *source) report(_ string, err error, now time.Time) {
 	s.lastErr, s.errAt = err, now
 }
 
-func (s *source) err() (error, time.Time) {
+func (s *source) err() (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastErr, s.errAt
+	return s.errAt, s.lastErr
 }
 
 // New builds an Inventory reading through cfg (copied: protobuf, QPS and Burst are set on the
@@ -314,7 +314,7 @@ func waitSources(ctx context.Context, what, host string, sources []*source) erro
 				continue
 			}
 			synced = false
-			if err, _ := s.err(); err != nil && isAccessError(err) {
+			if _, err := s.err(); err != nil && isAccessError(err) {
 				denied = append(denied, err)
 			}
 		}
@@ -330,7 +330,7 @@ func waitSources(ctx context.Context, what, host string, sources []*source) erro
 			for _, s := range sources {
 				if !s.informer.HasSynced() {
 					m := s.desc
-					if err, _ := s.err(); err != nil {
+					if _, err := s.err(); err != nil {
 						m += ": " + err.Error()
 					} else {
 						// A request still in flight: an API server that accepts connections and
@@ -360,7 +360,7 @@ func (inv *Inventory) Synced() bool {
 func (inv *Inventory) Errors() []SourceError {
 	var out []SourceError
 	for _, s := range inv.sources {
-		if err, at := s.err(); err != nil {
+		if at, err := s.err(); err != nil {
 			out = append(out, SourceError{Source: s.desc, At: at, Err: err})
 		}
 	}

@@ -33,7 +33,7 @@ func secretList(n int) *corev1.SecretList {
 	for i := range n {
 		l.Items = append(l.Items, corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("s%d", i), UID: typesUID(fmt.Sprint("uid-", i)), ResourceVersion: fmt.Sprint(i + 1),
-				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m", Operation: "Update", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{}}`)}}}},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m", Operation: "Update", FieldsV1: metav1.NewFieldsV1(`{"f:data":{}}`)}}},
 			Type: corev1.SecretTypeTLS,
 			Data: map[string][]byte{"tls.crt": bytes.Repeat([]byte{byte(i)}, 100+i), "tls.key": []byte("k")},
 		})

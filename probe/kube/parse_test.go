@@ -198,8 +198,8 @@ func TestChangeTracker(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	mf := func(manager string, at time.Time, fields string) []metav1.ManagedFieldsEntry {
 		return []metav1.ManagedFieldsEntry{
-			{Manager: "labeller", Time: ptr(metav1.NewTime(at.Add(time.Hour))), FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}},
-			{Manager: manager, Time: ptr(metav1.NewTime(at)), FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}},
+			{Manager: "labeller", Time: ptr(metav1.NewTime(at.Add(time.Hour))), FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`)},
+			{Manager: manager, Time: ptr(metav1.NewTime(at)), FieldsV1: metav1.NewFieldsV1(fields)},
 		}
 	}
 	type step struct {
@@ -247,7 +247,7 @@ func TestChangeTracker(t *testing.T) {
 			reason: "the creator keeps owning an unchanged ca.crt with the same-second stamp; the new entry is the writer",
 			steps: []step{
 				{uid: "u", digest: 1, mf: mf("creator", t0, `{"f:data":{}}`), now: t0.Add(100 * time.Millisecond), wantAt: t0, wantHow: ChangedManagedFields, wantBy: "creator"},
-				{uid: "u", digest: 2, mf: append(mf("creator", t0, `{"f:data":{}}`), metav1.ManagedFieldsEntry{Manager: "rotator", Time: ptr(metav1.NewTime(t0)), FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{}}`)}}),
+				{uid: "u", digest: 2, mf: append(mf("creator", t0, `{"f:data":{}}`), metav1.ManagedFieldsEntry{Manager: "rotator", Time: ptr(metav1.NewTime(t0)), FieldsV1: metav1.NewFieldsV1(`{"f:data":{}}`)}),
 					now: t0.Add(600 * time.Millisecond), wantAt: t0.Add(600 * time.Millisecond), wantHow: ChangedObserved, wantBy: "rotator"},
 			},
 		},

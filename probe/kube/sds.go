@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 // SDS secret names that name a Kubernetes Secret.
@@ -139,7 +139,7 @@ type TrustBinding struct {
 // only when the inventory holds that Secret (a plain Envoy may name its SDS secrets anything).
 // A Secret the pod declares in certdrift.dev/secrets keeps Origin "config": the explicit
 // annotation wins.
-func SDSBindings(t EnvoyTarget, snap *envoyadmin.Snapshot, lookup SecretLookup) ([]config.Binding, []TrustBinding) {
+func SDSBindings(t EnvoyTarget, snap *envoystate.Snapshot, lookup SecretLookup) ([]config.Binding, []TrustBinding) {
 	if snap == nil {
 		return nil, nil
 	}
@@ -193,7 +193,7 @@ func SDSBindings(t EnvoyTarget, snap *envoyadmin.Snapshot, lookup SecretLookup) 
 
 // sdsNames are the certificate and validation SDS secret names an Envoy reports: config_dump
 // secrets and the names its listeners ask for (which includes secrets still warming).
-func sdsNames(snap *envoyadmin.Snapshot) (certNames, trustNames []string) {
+func sdsNames(snap *envoystate.Snapshot) (certNames, trustNames []string) {
 	addName := func(list *[]string, n string) {
 		if n != "" && !slices.Contains(*list, n) {
 			*list = append(*list, n)
@@ -219,7 +219,7 @@ func sdsNames(snap *envoyadmin.Snapshot) (certNames, trustNames []string) {
 // SDSRefs lists the Secrets the SDS secret names of an Envoy may refer to (for a trust name both
 // the Secret without the -cacert suffix and the one with it), so that those the inventory does
 // not watch (Opaque -cacert Secrets, say) can be read before SDSBindings resolves the names.
-func SDSRefs(t EnvoyTarget, snap *envoyadmin.Snapshot) []SourceRef {
+func SDSRefs(t EnvoyTarget, snap *envoystate.Snapshot) []SourceRef {
 	if snap == nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
 func TestParseSDSName(t *testing.T) {
@@ -70,12 +71,12 @@ func inventoryOf(m map[string]bool) SecretLookup {
 
 func TestSDSBindings(t *testing.T) {
 	istio := EnvoyTarget{Namespace: "istio-system", Pod: "ingress-1", Preset: PresetIstio}
-	cert := func(n string) envoyadmin.Secret { return envoyadmin.Secret{Name: n, HasCertificate: true} }
-	trust := func(n string) envoyadmin.Secret { return envoyadmin.Secret{Name: n, HasValidation: true} }
+	cert := func(n string) envoystate.Secret { return envoystate.Secret{Name: n, HasCertificate: true} }
+	trust := func(n string) envoystate.Secret { return envoystate.Secret{Name: n, HasValidation: true} }
 	cases := map[string]struct {
 		reason    string
 		target    EnvoyTarget
-		snap      *envoyadmin.Snapshot
+		snap      *envoystate.Snapshot
 		inv       map[string]bool
 		want      []config.Binding
 		wantTrust []TrustBinding
@@ -83,7 +84,7 @@ func TestSDSBindings(t *testing.T) {
 		"IstioGateway": {
 			reason: "each kubernetes:// certificate binds its Secret by SDS name; workload secrets bind nothing",
 			target: istio,
-			snap: &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{cert("default"), trust("ROOTCA"),
+			snap: &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("default"), trust("ROOTCA"),
 				cert("kubernetes://web-cred"), cert("kubernetes://apps/api-cred"), cert("kubernetes-gateway://apps/gw-cred")}},
 			want: []config.Binding{
 				{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginSDSName},
@@ -94,8 +95,8 @@ func TestSDSBindings(t *testing.T) {
 		"WarmingFromListener": {
 			reason: "a name the listener asks for binds even before Envoy holds the secret (it may be warming); duplicates bind once",
 			target: istio,
-			snap: &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{cert("kubernetes://web-cred")},
-				Listeners: []envoyadmin.FilterChainTLS{{SDSCertNames: []string{"kubernetes://web-cred", "kubernetes://new-cred"}}}},
+			snap: &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("kubernetes://web-cred")},
+				Listeners: []envoystate.FilterChainTLS{{SDSCertNames: []string{"kubernetes://web-cred", "kubernetes://new-cred"}}}},
 			want: []config.Binding{
 				{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginSDSName},
 				{Source: "istio-system/new-cred", Secret: "kubernetes://new-cred", Origin: OriginSDSName},
@@ -104,8 +105,8 @@ func TestSDSBindings(t *testing.T) {
 		"CACertSameSecret": {
 			reason: "istiod reads -cacert from the Secret without the suffix when it holds a CA",
 			target: istio,
-			snap: &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{cert("kubernetes://web-cred"), trust("kubernetes://web-cred-cacert")},
-				Listeners: []envoyadmin.FilterChainTLS{{SDSValidationName: "kubernetes://web-cred-cacert"}}},
+			snap: &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("kubernetes://web-cred"), trust("kubernetes://web-cred-cacert")},
+				Listeners: []envoystate.FilterChainTLS{{SDSValidationName: "kubernetes://web-cred-cacert"}}},
 			inv:       map[string]bool{"istio-system/web-cred": true, "istio-system/web-cred-cacert": true},
 			want:      []config.Binding{{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginSDSName}},
 			wantTrust: []TrustBinding{{Secret: "kubernetes://web-cred-cacert", Source: "istio-system/web-cred"}},
@@ -113,33 +114,33 @@ func TestSDSBindings(t *testing.T) {
 		"CACertSeparateSecret": {
 			reason:    "without a CA in the Secret, istiod falls back to the Secret named <name>-cacert",
 			target:    istio,
-			snap:      &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{trust("kubernetes://apps/web-cred-cacert")}},
+			snap:      &envoystate.Snapshot{Secrets: []envoystate.Secret{trust("kubernetes://apps/web-cred-cacert")}},
 			inv:       map[string]bool{"apps/web-cred": false, "apps/web-cred-cacert": true},
 			wantTrust: []TrustBinding{{Secret: "kubernetes://apps/web-cred-cacert", Source: "apps/web-cred-cacert"}},
 		},
 		"CACertOnlySuffixed": {
 			reason:    "when only the -cacert Secret exists, it is the one",
 			target:    istio,
-			snap:      &envoyadmin.Snapshot{Listeners: []envoyadmin.FilterChainTLS{{SDSValidationName: "kubernetes://web-cred-cacert"}}},
+			snap:      &envoystate.Snapshot{Listeners: []envoystate.FilterChainTLS{{SDSValidationName: "kubernetes://web-cred-cacert"}}},
 			inv:       map[string]bool{"istio-system/web-cred-cacert": true},
 			wantTrust: []TrustBinding{{Secret: "kubernetes://web-cred-cacert", Source: "istio-system/web-cred-cacert"}},
 		},
 		"CACertMissing": {
 			reason:    "neither Secret: the trust binding says so",
 			target:    istio,
-			snap:      &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{trust("kubernetes://web-cred-cacert")}},
+			snap:      &envoystate.Snapshot{Secrets: []envoystate.Secret{trust("kubernetes://web-cred-cacert")}},
 			inv:       map[string]bool{"istio-system/web-cred": false},
 			wantTrust: []TrustBinding{{Secret: "kubernetes://web-cred-cacert", Source: "istio-system/web-cred", Missing: true}},
 		},
 		"CACertAsCertificate": {
 			reason: "a -cacert name asked for as a certificate binds nothing (Istio never serves one)",
 			target: istio,
-			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{cert("kubernetes://web-cred-cacert")}},
+			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("kubernetes://web-cred-cacert")}},
 		},
 		"EnvoyGatewayPreset": {
 			reason: "Envoy Gateway's ns/name binds for its proxies even when the Secret is not (yet) in the inventory",
 			target: EnvoyTarget{Namespace: "envoy-gateway-system", Pod: "envoy-default-gw-1", Preset: PresetEnvoyGateway},
-			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{cert("default/gw-tls"), cert("default/absent")}},
+			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("default/gw-tls"), cert("default/absent")}},
 			inv:    map[string]bool{"default/gw-tls": true},
 			want: []config.Binding{{Source: "default/gw-tls", Secret: "default/gw-tls", Origin: OriginSDSName},
 				{Source: "default/absent", Secret: "default/absent", Origin: OriginSDSName}},
@@ -147,14 +148,14 @@ func TestSDSBindings(t *testing.T) {
 		"SlashNameOtherPreset": {
 			reason: "a plain Envoy's ns/name binds only a Secret the inventory holds",
 			target: EnvoyTarget{Namespace: "a", Pod: "p", Preset: PresetEnvoy},
-			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{cert("a/web-tls"), cert("team/whatever")}},
+			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("a/web-tls"), cert("team/whatever")}},
 			inv:    map[string]bool{"a/web-tls": false},
 			want:   []config.Binding{{Source: "a/web-tls", Secret: "a/web-tls", Origin: OriginSDSName}},
 		},
 		"AnnotationWins": {
 			reason: "a Secret declared in certdrift.dev/secrets keeps the explicit origin",
 			target: EnvoyTarget{Namespace: "istio-system", Pod: "p", Preset: PresetIstio, DeclaredSecrets: []string{"istio-system/web-cred"}},
-			snap:   &envoyadmin.Snapshot{Secrets: []envoyadmin.Secret{cert("kubernetes://web-cred"), cert("kubernetes://other")}},
+			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("kubernetes://web-cred"), cert("kubernetes://other")}},
 			want: []config.Binding{{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginConfig},
 				{Source: "istio-system/other", Secret: "kubernetes://other", Origin: OriginSDSName}},
 		},
@@ -191,7 +192,7 @@ func TestSDSBindingsRecorded(t *testing.T) {
 		}
 		target := EnvoyTarget{Namespace: "default", Pod: "productpage-v1", Preset: PresetIstio}
 		all := func(string) (bool, bool) { return true, true } // even a cluster holding every name binds nothing
-		bs, trust := SDSBindings(target, &envoyadmin.Snapshot{Secrets: secrets, Listeners: listeners}, all)
+		bs, trust := SDSBindings(target, &envoystate.Snapshot{Secrets: secrets, Listeners: listeners}, all)
 		if len(bs) != 0 || len(trust) != 0 {
 			t.Errorf("SDSBindings(istio sidecar) = %v, %v; want none (workload identity is not a Secret)", bs, trust)
 		}
@@ -209,7 +210,7 @@ func TestSDSBindingsRecorded(t *testing.T) {
 		if err := json.Unmarshal(j, &raw); err != nil {
 			t.Fatalf("fixture listeners: %v", err)
 		}
-		var fcs []envoyadmin.FilterChainTLS
+		var fcs []envoystate.FilterChainTLS
 		for _, l := range raw {
 			got, err := envoyadmin.ParseListenerJSON(l)
 			if err != nil {
@@ -218,7 +219,7 @@ func TestSDSBindingsRecorded(t *testing.T) {
 			fcs = append(fcs, got...)
 		}
 		target := EnvoyTarget{Namespace: "envoy-gateway-system", Pod: "envoy-gateway-1-abc", Preset: PresetEnvoyGateway}
-		bs, _ := SDSBindings(target, &envoyadmin.Snapshot{Listeners: fcs}, nil)
+		bs, _ := SDSBindings(target, &envoystate.Snapshot{Listeners: fcs}, nil)
 		want := []config.Binding{
 			{Source: "envoy-gateway/tls-secret-foo-example-com", Secret: "envoy-gateway/tls-secret-foo-example-com", Origin: OriginSDSName},
 			{Source: "envoy-gateway/tls-secret-example-com", Secret: "envoy-gateway/tls-secret-example-com", Origin: OriginSDSName},

@@ -131,9 +131,9 @@ func TestRejectedKeyPairKeepsOldCert(t *testing.T) {
 			before := e.Counters(t)
 
 			sec.write(t, rotated.ChainPEM(), stranger.KeyPEM) // key does not match the cert
-			after := waitCounterAbove(t, e, "sds.server_cert.key_rotation_failed", before, reloadDeadline)
+			waitCounterAbove(t, e, "sds.server_cert.key_rotation_failed", before, reloadDeadline)
 			time.Sleep(settle) // let any late reaction happen before looking
-			after = e.Counters(t)
+			after := e.Counters(t)
 			assertServed(t, addr, old.Cert, "after a swap to a mismatched key pair")
 
 			for _, name := range []string{"sds.server_cert.update_rejected", "sds.server_cert.update_failure", sslContextUpdates} {

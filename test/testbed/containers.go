@@ -449,7 +449,7 @@ func (c *container) renderFile(path, name string, mounts mountTable, net podNet)
 	}
 	js, sources, err := renderConfig(data, mounts, net)
 	if err != nil {
-		return "", nil, fmt.Errorf("Envoy config %s: %w", path, err)
+		return "", nil, fmt.Errorf("render Envoy config %s: %w", path, err)
 	}
 	dst := filepath.Join(c.dir, "rendered", name+".json")
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {

@@ -283,7 +283,7 @@ func TestKubeAudit(t *testing.T) {
 
 	// Repair refuses to restart Envoys onto a broken Secret: a new process would reject the same
 	// pair. Every stale plain-sds pod is skipped as bad_secret, and no pod goes away.
-	code, r, out = auditWith(t, tb.KubeconfigPath, keys, "--reload", "--yes")
+	_, r, out = auditWith(t, tb.KubeconfigPath, keys, "--reload", "--yes")
 	skipped := map[string]bool{}
 	if r.Reload != nil {
 		for _, res := range r.Reload.Results {

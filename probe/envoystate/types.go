@@ -1,15 +1,12 @@
-// Package envoyadmin observes the loaded view: what an Envoy holds in memory, read from its admin
-// endpoint (/certs, /config_dump secrets and listeners, /stats). Responses are decoded with
-// encoding/json into structs holding only the fields certdrift reads (wire.go; decode.go says why
-// not go-control-plane), ignoring unknown fields so that newer and older Envoys both parse, with a
-// size limit and a deadline on every request.
+// Package envoystate holds the loaded view as plain data: what one Envoy holds in memory, as its
+// admin endpoint reports it (/certs contexts, /config_dump secrets and listener TLS contexts,
+// /stats counters). probe/envoyadmin produces these values; audit judges them and exposition
+// shows them. The package has no clients and no parsers, so that the judgement can read Envoy's
+// state without linking an HTTP stack (audit's TestAuditDependencies keeps it so).
 //
-// Envoy quirks handled here (see DESIGN.md): /certs has no secret names or fingerprints, lists one
-// entry per live TLS context (duplicates and stale contexts appear), shows no intermediates and,
-// before Envoy 1.40, only the first CA of a trust bundle (1.40 lists every CA of the file, one
-// ca_cert entry each: DESIGN.md's "at most one CA" no longer holds), and days_until_expiration is unreliable (0 when under a day or expired, huge in
-// old versions) — callers should use Expiration. Serial numbers are kept as integers.
-package envoyadmin
+// The values keep Envoy's quirks as read (see probe/envoyadmin's doc): /certs carries no secret
+// names or fingerprints, and CertDetail.DaysUntilExpiration is unreliable.
+package envoystate
 
 import (
 	"crypto/x509"
@@ -87,7 +84,8 @@ type CertDetail struct {
 	IPAddresses []string
 	ValidFrom   time.Time
 	Expiration  time.Time
-	// DaysUntilExpiration is Envoy's own figure; unreliable (see package doc).
+	// DaysUntilExpiration is Envoy's own figure; unreliable (0 when under a day or expired, huge in
+	// old versions): use Expiration.
 	DaysUntilExpiration uint64
 	// Err names every field of this entry that could not be read, "field: reason" joined: a serial
 	// that is not hex (Serial nil), a valid_from or expiration_time that is not a timestamp (left
