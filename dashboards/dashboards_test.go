@@ -349,21 +349,40 @@ func TestPanelsHonourNamespace(t *testing.T) {
 	}
 }
 
-// TestOverviewTilesAgree: the tile that counts pending rotations must not be named after one
-// state of Bindings by state (issue 16: "Rotations converging" read certdrift_bindings_converging,
-// which counts stale bindings too, beside a panel whose converging line did not).
-func TestOverviewTilesAgree(t *testing.T) {
-	d := load(t)["certdrift-overview.json"]
-	for _, p := range allPanels(d.Panels) {
-		for _, tg := range p.Targets {
-			if strings.Contains(tg.Expr, "certdrift_bindings_converging") &&
-				regexp.MustCompile(`(?i)\b(converging|stale|converged|unknown)\b`).MatchString(p.Title) {
-				t.Errorf("panel %q reads certdrift_bindings_converging (converging, stale or unknown since a change) but its title names one binding state", p.Title)
+// stateProblems: a panel that reads certdrift_bindings_converging (converging, stale or unknown
+// since a change) must not be named after one binding state, and one that reads
+// certdrift_bindings{state="x"} must name x (issue 16: "Rotations converging" read the former
+// beside Bindings by state, whose converging line disagreed with it).
+func stateProblems(p panel) []string {
+	var problems []string
+	for _, tg := range p.Targets {
+		if strings.Contains(tg.Expr, "certdrift_bindings_converging") &&
+			regexp.MustCompile(`(?i)\b(converging|stale|converged|unknown)\b`).MatchString(p.Title) {
+			problems = append(problems, "reads certdrift_bindings_converging (pending rotations in any state) but its title names one binding state")
+		}
+		if m := regexp.MustCompile(`certdrift_bindings\{[^}]*state="(\w+)"`).FindStringSubmatch(tg.Expr); m != nil &&
+			!strings.Contains(strings.ToLower(p.Title), m[1]) {
+			problems = append(problems, fmt.Sprintf("reads certdrift_bindings{state=%q} but its title does not say %s", m[1], m[1]))
+		}
+	}
+	return problems
+}
+
+func TestPanelTitlesMatchStates(t *testing.T) {
+	for f, d := range load(t) {
+		for _, p := range allPanels(d.Panels) {
+			for _, problem := range stateProblems(p) {
+				t.Errorf("%s: panel %q: %s", f, p.Title, problem)
 			}
-			if m := regexp.MustCompile(`certdrift_bindings\{[^}]*state="(\w+)"`).FindStringSubmatch(tg.Expr); m != nil &&
-				!strings.Contains(strings.ToLower(p.Title), m[1]) {
-				t.Errorf("panel %q reads certdrift_bindings{state=%q} but its title does not say %s", p.Title, m[1], m[1])
-			}
+		}
+	}
+	controls := []panel{
+		{Title: "Rotations converging", Targets: []target{{Expr: `sum(certdrift_bindings_converging{job=~"$job"})`}}},
+		{Title: "Bindings pending", Targets: []target{{Expr: `sum(certdrift_bindings{job=~"$job", state="converging"})`}}},
+	}
+	for _, p := range controls {
+		if len(stateProblems(p)) == 0 {
+			t.Errorf("control %q: no problem found", p.Title)
 		}
 	}
 }
