@@ -30,12 +30,13 @@ type ruleFile struct {
 }
 
 type rule struct {
-	Alert       string            `yaml:"alert"`
-	Record      string            `yaml:"record"`
-	Expr        string            `yaml:"expr"`
-	For         string            `yaml:"for"`
-	Labels      map[string]string `yaml:"labels"`
-	Annotations map[string]string `yaml:"annotations"`
+	Alert         string            `yaml:"alert"`
+	Record        string            `yaml:"record"`
+	Expr          string            `yaml:"expr"`
+	For           string            `yaml:"for"`
+	KeepFiringFor string            `yaml:"keep_firing_for"`
+	Labels        map[string]string `yaml:"labels"`
+	Annotations   map[string]string `yaml:"annotations"`
 }
 
 func loadRules(t *testing.T) []rule {
@@ -81,7 +82,7 @@ func runPromtool(t *testing.T, dir string, args ...string) (string, error) {
 }
 
 func TestPromtoolCheckRules(t *testing.T) {
-	if out, err := runPromtool(t, ".", "check", "rules", "certdrift.rules.yaml"); err != nil {
+	if out, err := runPromtool(t, ".", "check", "rules", "--lint=all", "--lint-fatal", "certdrift.rules.yaml"); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
 }

@@ -23,11 +23,16 @@ import (
 const e2eHost = "www.example.com"
 
 // TestAlertsOnRealExposition runs the whole chain for real: two Envoys serving one Secret volume
-// (file-based SDS, which reloads, and a static tls_certificates context, which never does), the
-// real `certdrift serve` watching them, and Debian's Prometheus scraping certdrift with these
-// rules loaded. After a rotation the static Envoy must raise the stale alerts and the SDS one
-// must not. Only the rules' `for:` durations are shortened (to 0s), so the test takes seconds:
-// the expressions and labels are the shipped ones, checked against what certdrift really exposes.
+// (file-based SDS, which reloads, and a static tls_certificates context, which never does), a
+// configured Envoy that does not exist (edge-gone), the real `certdrift serve` watching them, and
+// Debian's Prometheus scraping certdrift with these rules loaded. After a rotation the static
+// Envoy must raise the stale alerts and the SDS one must not. The Secret's CA bundle holds a
+// second CA that expires in 3 days: the CA expiry alert must fire for it, critical, and not for
+// the long-lived CA beside it. One Envoy of three unreachable (33%) must raise the fleet-wide
+// admin and handshake ratio alerts, once each, and no critical finding may page twice (the
+// catch-all stays silent). Only the rules' `for:` durations are shortened (to 0s), so the test
+// takes seconds: the expressions and labels are the shipped ones, checked against what certdrift
+// really exposes.
 func TestAlertsOnRealExposition(t *testing.T) {
 	promBin := "/usr/bin/prometheus"
 	if p, err := exec.LookPath("prometheus"); err == nil {
@@ -48,10 +53,13 @@ func TestAlertsOnRealExposition(t *testing.T) {
 	ca := certs.NewCA(t, certs.WithCommonName("alerts-e2e-ca"))
 	v1 := ca.Leaf(t, certs.WithCommonName(e2eHost+" v1"), certs.WithDNSNames(e2eHost), certs.WithFreshKey())
 	v2 := ca.Leaf(t, certs.WithCommonName(e2eHost+" v2"), certs.WithDNSNames(e2eHost), certs.WithFreshKey())
+	// A CA rotation's bundle, [current, retiring]: the retiring CA expires in 3 days.
+	retiring := certs.NewCA(t, certs.WithCommonName("alerts-e2e-retiring-ca"), certs.WithNotAfter(time.Now().Add(72*time.Hour)))
+	bundle := append(append([]byte(nil), ca.CertPEM...), retiring.CertPEM...)
 	secret := filepath.Join(dir, "secret-volume")
 	project := func(l *certs.Leaf) {
 		t.Helper()
-		if err := atomicdir.Write(secret, map[string][]byte{"tls.crt": l.CertPEM, "tls.key": l.KeyPEM, "ca.crt": ca.CertPEM}); err != nil {
+		if err := atomicdir.Write(secret, map[string][]byte{"tls.crt": l.CertPEM, "tls.key": l.KeyPEM, "ca.crt": bundle}); err != nil {
 			t.Fatalf("project the Secret: %v", err)
 		}
 	}
@@ -63,6 +71,7 @@ func TestAlertsOnRealExposition(t *testing.T) {
 	}
 	sds := envoytest.Start(t, envoytest.Config{Bootstrap: envoytest.FileSDSBootstrap(envoytest.SDSRef{Name: "web_cert", Path: sdsFile, WatchedDir: secret})})
 	static := envoytest.Start(t, envoytest.Config{Bootstrap: envoytest.StaticTLSBootstrap(filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"))})
+	gone := proc.FreeAddr(t) // nothing listens there
 	cfg := filepath.Join(dir, "certdrift.yaml")
 	proc.WriteFile(t, cfg, fmt.Sprintf(`desired:
   - name: web
@@ -74,9 +83,13 @@ envoys:
   - name: edge-static
     admin: %s
     endpoints: [{address: %s, sni: [%s]}]
+  - name: edge-gone
+    admin: http://%s
+    endpoints: [{address: %s, sni: [%s]}]
 policy:
   grace: 2s
-`, secret, sds.AdminURL, sds.ListenerAddr(t, "https"), e2eHost, static.AdminURL, static.ListenerAddr(t, "https"), e2eHost))
+`, secret, sds.AdminURL, sds.ListenerAddr(t, "https"), e2eHost, static.AdminURL, static.ListenerAddr(t, "https"), e2eHost,
+		gone, gone, e2eHost))
 
 	certdriftAddr := proc.FreeAddr(t)
 	proc.Start(t, dir, "certdrift", bin, "serve", "--config", cfg, "--web.listen-address", certdriftAddr, "--interval", "1s")
@@ -144,10 +157,72 @@ scrape_configs:
 	if got := alerts(t, promAddr, "CertdriftNotAuditing"); len(got) != 0 {
 		t.Errorf("certdrift rounds complete every second, yet %v fires", got)
 	}
+
+	// The retiring CA of the bundle: one critical alert, named by its subject; the current CA
+	// (ten years) none.
+	waitFiring(t, promAddr, 60*time.Second, func(a map[string]string) bool {
+		return a["alertname"] == "CertdriftCACertificateExpiring" && strings.HasPrefix(a["subject"], "CN=alerts-e2e-retiring-ca,") && a["severity"] == "critical"
+	})
+	for _, a := range firing(t, promAddr) {
+		if a["alertname"] == "CertdriftCACertificateExpiring" && !strings.HasPrefix(a["subject"], "CN=alerts-e2e-retiring-ca,") {
+			t.Errorf("CertdriftCACertificateExpiring fires for a CA that does not expire soon: %v", a)
+		}
+	}
+	// edge-gone: one alert each for the fleet's unreachable admins and failed handshakes, none
+	// per Envoy.
+	for _, name := range []string{"CertdriftEnvoyAdminsDown", "CertdriftHandshakesFailing"} {
+		waitFiring(t, promAddr, 60*time.Second, func(a map[string]string) bool { return a["alertname"] == name })
+		var n int
+		for _, a := range firing(t, promAddr) {
+			if a["alertname"] == name {
+				n++
+				if a["envoy"] != "" || a["job"] != "certdrift" {
+					t.Errorf("%s should be one alert for the job, got labels %v", name, a)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s fires %d times, want once for the fleet", name, n)
+		}
+	}
+	// No critical finding of this fleet lacks an alert of its own: the catch-all must not double
+	// the CA's or the certificates' alerts.
+	if got := alerts(t, promAddr, "CertdriftCriticalFinding"); len(got) != 0 {
+		t.Errorf("the catch-all fires for findings that have alerts of their own: %v", got)
+	}
+}
+
+// waitFiring waits until an alert matching ok fires, failing with what fires after timeout.
+func waitFiring(t *testing.T, addr string, timeout time.Duration, ok func(map[string]string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var got []map[string]string
+	for time.Now().Before(deadline) {
+		got = firing(t, addr)
+		for _, a := range got {
+			if ok(a) {
+				return
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	t.Errorf("the expected alert did not fire within %s; firing: %v", timeout, got)
 }
 
 // alerts lists the firing alerts whose name starts with prefix, as "name envoy".
 func alerts(t *testing.T, addr, prefix string) []string {
+	t.Helper()
+	var out []string
+	for _, a := range firing(t, addr) {
+		if strings.HasPrefix(a["alertname"], prefix) {
+			out = append(out, a["alertname"]+" "+a["envoy"])
+		}
+	}
+	return out
+}
+
+// firing returns the labels of every firing alert.
+func firing(t *testing.T, addr string) []map[string]string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/api/v1/alerts")
 	if err != nil {
@@ -165,10 +240,10 @@ func alerts(t *testing.T, addr, prefix string) []string {
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		t.Fatalf("decode Prometheus alerts: %v", err)
 	}
-	var out []string
+	var out []map[string]string
 	for _, a := range body.Data.Alerts {
-		if a.State == "firing" && strings.HasPrefix(a.Labels["alertname"], prefix) {
-			out = append(out, a.Labels["alertname"]+" "+a.Labels["envoy"])
+		if a.State == "firing" {
+			out = append(out, a.Labels)
 		}
 	}
 	return out

@@ -282,3 +282,107 @@ func TestQueriesParseWithPromtool(t *testing.T) {
 		t.Errorf("promtool did not check all %d queries:\n%s", n, out)
 	}
 }
+
+// notFiltered is what a panel's description says when none of its metrics has a namespace label.
+const notFiltered = "Not filtered by namespace"
+
+// namespaceProblems: a panel whose queries select a metric with a namespace label must restrict
+// at least one selector of each such query by $namespace (namespace=~"$namespace", or a source
+// matcher built from it), or the panel ignores the dashboard's namespace picker; a panel whose
+// metrics have no namespace label must say so in its description, so that nobody reads its
+// number as the selected namespaces'.
+func namespaceProblems(doc metricnames.Doc, p panel) []string {
+	var problems []string
+	carries := false
+	for _, tg := range p.Targets {
+		parsed, err := metricnames.Parse(tg.Expr)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("query %s: %v", tg.RefID, err))
+			continue
+		}
+		withNS, filtered := false, false
+		for _, s := range parsed.Selectors {
+			if _, labels, ok := doc.Resolve(s.Metric); ok && slices.Contains(labels, "namespace") {
+				withNS = true
+			}
+			for _, m := range s.Matchers {
+				if strings.Contains(m.Value, "$namespace") || strings.Contains(m.Value, "${namespace}") {
+					filtered = true
+				}
+			}
+		}
+		carries = carries || withNS
+		if withNS && !filtered {
+			problems = append(problems, fmt.Sprintf("query %s selects a metric with a namespace label but does not filter by $namespace: %s", tg.RefID, tg.Expr))
+		}
+	}
+	if !carries && !strings.Contains(p.Description, notFiltered) {
+		problems = append(problems, fmt.Sprintf("no query has a namespace label to filter by, and the description does not say %q", notFiltered))
+	}
+	return problems
+}
+
+// TestPanelsHonourNamespace holds every panel of both dashboards to namespaceProblems, and
+// shows that it catches a tile that ignores $namespace and one that hides that it cannot.
+func TestPanelsHonourNamespace(t *testing.T) {
+	doc, _ := docs(t)
+	for f, d := range load(t) {
+		for _, p := range allPanels(d.Panels) {
+			if p.Type == "row" {
+				continue
+			}
+			for _, problem := range namespaceProblems(doc, p) {
+				t.Errorf("%s: panel %q: %s", f, p.Title, problem)
+			}
+		}
+	}
+	controls := map[string]panel{
+		"IgnoresNamespace": {Title: "Critical findings", Description: "Active critical findings.",
+			Targets: []target{{RefID: "A", Expr: `count(certdrift_finding{job=~"$job", severity="critical"})`}}},
+		"SilentFleetWide": {Title: "Rotations converging", Description: "Pending rotations.",
+			Targets: []target{{RefID: "A", Expr: `sum(certdrift_bindings_converging{job=~"$job"})`}}},
+	}
+	for name, p := range controls {
+		if got := namespaceProblems(doc, p); len(got) == 0 {
+			t.Errorf("control %s: no problem found in %+v", name, p)
+		}
+	}
+}
+
+// stateProblems: a panel that reads certdrift_bindings_converging (converging, stale or unknown
+// since a change) must not be named after one binding state, and one that reads
+// certdrift_bindings{state="x"} must name x (issue 16: "Rotations converging" read the former
+// beside Bindings by state, whose converging line disagreed with it).
+func stateProblems(p panel) []string {
+	var problems []string
+	for _, tg := range p.Targets {
+		if strings.Contains(tg.Expr, "certdrift_bindings_converging") &&
+			regexp.MustCompile(`(?i)\b(converging|stale|converged|unknown)\b`).MatchString(p.Title) {
+			problems = append(problems, "reads certdrift_bindings_converging (pending rotations in any state) but its title names one binding state")
+		}
+		if m := regexp.MustCompile(`certdrift_bindings\{[^}]*state="(\w+)"`).FindStringSubmatch(tg.Expr); m != nil &&
+			!strings.Contains(strings.ToLower(p.Title), m[1]) {
+			problems = append(problems, fmt.Sprintf("reads certdrift_bindings{state=%q} but its title does not say %s", m[1], m[1]))
+		}
+	}
+	return problems
+}
+
+func TestPanelTitlesMatchStates(t *testing.T) {
+	for f, d := range load(t) {
+		for _, p := range allPanels(d.Panels) {
+			for _, problem := range stateProblems(p) {
+				t.Errorf("%s: panel %q: %s", f, p.Title, problem)
+			}
+		}
+	}
+	controls := []panel{
+		{Title: "Rotations converging", Targets: []target{{Expr: `sum(certdrift_bindings_converging{job=~"$job"})`}}},
+		{Title: "Bindings pending", Targets: []target{{Expr: `sum(certdrift_bindings{job=~"$job", state="converging"})`}}},
+	}
+	for _, p := range controls {
+		if len(stateProblems(p)) == 0 {
+			t.Errorf("control %q: no problem found", p.Title)
+		}
+	}
+}

@@ -108,13 +108,15 @@ certdrift_rotation_convergence_seconds_count 1
 `,
 		},
 		"KubernetesFindingsAndHealth": {
-			reason: "namespace, pod and workload come from the pod; a desired-only finding takes the Secret's namespace; the API server is down",
+			reason: "namespace, pod and workload come from the pod; a desired-only finding takes the Secret's namespace; the API server is down; every Kubernetes request counts, 4xx/5xx and no response also as errors, and a code that is not an HTTP status is \"error\"",
 			store: func() *Store {
 				s := NewStore(Options{Now: clock(t0.Add(time.Minute)), Build: BuildInfo{"v1.2.3", "abc123", "go1.26"}})
 				r := kubeRound(t0, true)
 				r.SourcesUp["kubernetes"] = false
 				s.Record(r)
-				s.KubernetesRequestError("503")
+				for _, code := range []string{"200", "200", "404", "503", "<error>", "42"} {
+					s.KubernetesRequest(code)
+				}
 				s.ConfigReloaded(false, t0)
 				return s
 			},
@@ -122,7 +124,7 @@ certdrift_rotation_convergence_seconds_count 1
 				return multi{findingCollector{s}, healthCollector{s}}
 			},
 			metrics: []string{"certdrift_finding", "certdrift_source_up", "certdrift_envoy_admin_up", "certdrift_probe_errors_total",
-				"certdrift_kubernetes_request_errors_total", "certdrift_result_age_seconds", "certdrift_last_complete_round_timestamp_seconds",
+				"certdrift_kubernetes_requests_total", "certdrift_kubernetes_request_errors_total", "certdrift_result_age_seconds", "certdrift_last_complete_round_timestamp_seconds",
 				"certdrift_build_info", "certdrift_config_last_reload_successful", "certdrift_config_last_reload_success_timestamp_seconds"},
 			golden: `
 # HELP certdrift_build_info Build of the running certdrift (value 1).
@@ -140,7 +142,15 @@ certdrift_finding{code="EXPIRING",envoy="",namespace="ns-b",pod="",secret="",sev
 certdrift_finding{code="UNREACHABLE",envoy="ns-a/gw-0",namespace="ns-a",pod="gw-0",secret="",severity="warning",sni="",source="",workload="Deployment/gw"} 1
 # HELP certdrift_kubernetes_request_errors_total Kubernetes API requests that failed, by HTTP status code ("error" when none came back).
 # TYPE certdrift_kubernetes_request_errors_total counter
+certdrift_kubernetes_request_errors_total{code="404"} 1
 certdrift_kubernetes_request_errors_total{code="503"} 1
+certdrift_kubernetes_request_errors_total{code="error"} 2
+# HELP certdrift_kubernetes_requests_total Kubernetes API requests, by HTTP status code ("error" when none came back).
+# TYPE certdrift_kubernetes_requests_total counter
+certdrift_kubernetes_requests_total{code="200"} 2
+certdrift_kubernetes_requests_total{code="404"} 1
+certdrift_kubernetes_requests_total{code="503"} 1
+certdrift_kubernetes_requests_total{code="error"} 2
 # HELP certdrift_last_complete_round_timestamp_seconds When the last complete round of observation and judgement finished.
 # TYPE certdrift_last_complete_round_timestamp_seconds gauge
 certdrift_last_complete_round_timestamp_seconds 1.7953488e+09

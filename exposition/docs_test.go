@@ -30,7 +30,7 @@ func TestMetricsDocumented(t *testing.T) {
 	rotation(s)
 	s.Record(kubeRound(t0.Add(40*time.Second), true))
 	rotation(s) // back to the local world: drift series come from it
-	s.KubernetesRequestError("error")
+	s.KubernetesRequest("<error>")
 	s.ConfigReloaded(true, t0)
 	reg, err := s.Registry()
 	if err != nil {

@@ -15,6 +15,8 @@ var (
 		"Duration of each probe, by kind (tls: one handshake).", []string{"kind"}, nil)
 	probeErrorsDesc = prometheus.NewDesc("certdrift_probe_errors_total",
 		"Probes that failed, by kind (tls, admin, desired) and a closed set of reasons.", []string{"kind", "reason"}, nil)
+	kubeRequestsDesc = prometheus.NewDesc("certdrift_kubernetes_requests_total",
+		"Kubernetes API requests, by HTTP status code (\"error\" when none came back).", []string{"code"}, nil)
 	kubeErrorsDesc = prometheus.NewDesc("certdrift_kubernetes_request_errors_total",
 		"Kubernetes API requests that failed, by HTTP status code (\"error\" when none came back).", []string{"code"}, nil)
 	lastRoundDesc = prometheus.NewDesc("certdrift_last_complete_round_timestamp_seconds",
@@ -38,7 +40,7 @@ var (
 type healthCollector struct{ s *Store }
 
 func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sourceUpDesc, envoyUpDesc, probeDurationDesc, probeErrorsDesc, kubeErrorsDesc,
+	for _, d := range []*prometheus.Desc{sourceUpDesc, envoyUpDesc, probeDurationDesc, probeErrorsDesc, kubeRequestsDesc, kubeErrorsDesc,
 		lastRoundDesc, resultAgeDesc, roundDurationDesc, roundsDesc, buildInfoDesc, reloadOKDesc, reloadAtDesc} {
 		ch <- d
 	}
@@ -55,6 +57,9 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstHistogram(probeDurationDesc, v.probeTLS.count, v.probeTLS.sum, v.probeTLS.cumulative(), KindTLS)
 	for k, n := range v.probeErrors {
 		ch <- prometheus.MustNewConstMetric(probeErrorsDesc, prometheus.CounterValue, float64(n), k[0], k[1])
+	}
+	for code, n := range v.kubeRequests {
+		ch <- prometheus.MustNewConstMetric(kubeRequestsDesc, prometheus.CounterValue, float64(n), code)
 	}
 	for code, n := range v.kubeErrors {
 		ch <- prometheus.MustNewConstMetric(kubeErrorsDesc, prometheus.CounterValue, float64(n), code)

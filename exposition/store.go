@@ -12,6 +12,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,6 +115,7 @@ type Store struct {
 	convergence  histogram
 	probeTLS     histogram
 	probeErrors  map[[2]string]uint64
+	kubeRequests map[string]uint64
 	kubeErrors   map[string]uint64
 	reloadOK     bool
 	reloadAt     time.Time
@@ -133,14 +135,15 @@ func NewStore(opt Options) *Store {
 		opt.Now = time.Now
 	}
 	s := &Store{
-		opt:         opt,
-		snap:        &snapshot{},
-		bindings:    map[bindingKey]*bindingTrack{},
-		convergence: newHistogram(ConvergenceBuckets),
-		probeTLS:    newHistogram(ProbeBuckets),
-		probeErrors: map[[2]string]uint64{},
-		kubeErrors:  map[string]uint64{},
-		overrides:   map[string]desiredOverride{},
+		opt:          opt,
+		snap:         &snapshot{},
+		bindings:     map[bindingKey]*bindingTrack{},
+		convergence:  newHistogram(ConvergenceBuckets),
+		probeTLS:     newHistogram(ProbeBuckets),
+		probeErrors:  map[[2]string]uint64{},
+		kubeRequests: map[string]uint64{},
+		kubeErrors:   map[string]uint64{},
+		overrides:    map[string]desiredOverride{},
 	}
 	for _, r := range TLSReasons {
 		s.probeErrors[[2]string{KindTLS, r}] = 0
@@ -171,12 +174,22 @@ func (s *Store) ConfigReloaded(ok bool, at time.Time) {
 	}
 }
 
-// KubernetesRequestError counts one failed Kubernetes API request; code is the HTTP status code
-// or "error" when no response came back (a closed, small set).
-func (s *Store) KubernetesRequestError(code string) {
+// KubernetesRequest counts one Kubernetes API request by its result: code is the HTTP status code,
+// or anything else (client-go says "<error>") when no response came back, counted as "error" so
+// the label stays a closed, small set. Every request counts in certdrift_kubernetes_requests_total,
+// so that alerts can take errors as a ratio of requests; those with status 400 or above, or no
+// response, also count in certdrift_kubernetes_request_errors_total.
+func (s *Store) KubernetesRequest(code string) {
+	n, err := strconv.Atoi(code)
+	if err != nil || n < 100 || n > 599 {
+		code, n = "error", 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.kubeErrors[code]++
+	s.kubeRequests[code]++
+	if n == 0 || n >= 400 {
+		s.kubeErrors[code]++
+	}
 }
 
 // Record makes r the exposed round and advances the cross-round tracking. The round's

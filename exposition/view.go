@@ -17,6 +17,7 @@ type storeView struct {
 	convergence  histogram
 	probeTLS     histogram
 	probeErrors  map[[2]string]uint64
+	kubeRequests map[string]uint64
 	kubeErrors   map[string]uint64
 	reloadKnown  bool
 	reloadOK     bool
@@ -38,7 +39,7 @@ func (s *Store) view() storeView {
 	return storeView{
 		now: now, snap: s.snap,
 		convergence: s.convergence.clone(), probeTLS: s.probeTLS.clone(),
-		probeErrors: maps.Clone(s.probeErrors), kubeErrors: maps.Clone(s.kubeErrors),
+		probeErrors: maps.Clone(s.probeErrors), kubeRequests: maps.Clone(s.kubeRequests), kubeErrors: maps.Clone(s.kubeErrors),
 		reloadKnown: s.reloadKnown, reloadOK: s.reloadOK, reloadAt: s.reloadAt,
 		rounds: s.rounds, lastComplete: s.lastComplete,
 	}

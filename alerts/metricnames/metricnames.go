@@ -403,7 +403,8 @@ func (d Doc) Resolve(name string) (string, []string, bool) {
 
 // Check parses expr and returns every way it departs from the documentation: undocumented
 // metrics, matchers on labels the metric does not carry, grouping by labels no selected metric
-// carries, and finding codes (code="X" or code=~"X|Y" on certdrift_finding) not in codes.
+// carries, and finding codes (code="X", code=~"X|Y", or the same after != and !~, on
+// certdrift_finding) not in codes.
 func (d Doc) Check(expr string, codes map[string]bool) []error {
 	p, err := Parse(expr)
 	if err != nil {
@@ -425,7 +426,9 @@ func (d Doc) Check(expr string, codes map[string]bool) []error {
 			if !slices.Contains(labels, m.Label) && !slices.Contains(TargetLabels, m.Label) {
 				errs = append(errs, fmt.Errorf("%s has no label %q (documented: %s)", s.Metric, m.Label, strings.Join(labels, ", ")))
 			}
-			if s.Metric == "certdrift_finding" && m.Label == "code" && (m.Op == "=" || m.Op == "=~") && !strings.HasPrefix(m.Value, "$") {
+			// Negative matchers too: a misspelt code in an exclusion list (a catch-all's
+			// code!~"A|B") would silently include the code it meant to leave out.
+			if s.Metric == "certdrift_finding" && m.Label == "code" && !strings.HasPrefix(m.Value, "$") {
 				for _, c := range strings.Split(m.Value, "|") {
 					if !codes[c] {
 						errs = append(errs, fmt.Errorf("finding code %q is not in docs/findings.md", c))

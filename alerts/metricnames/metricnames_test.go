@@ -96,6 +96,8 @@ func TestCheck(t *testing.T) {
 		"Undocumented":         {expr: `certdrift_findings`, want: []string{"certdrift_findings is not documented"}},
 		"UnknownLabel":         {expr: `certdrift_finding{pod="x"}`, want: []string{`has no label "pod"`}},
 		"UnknownCode":          {expr: `certdrift_finding{code=~"STALE_SERVED|STALE"}`, want: []string{`finding code "STALE"`}},
+		"UnknownExcludedCode":  {expr: `certdrift_finding{code!~"STALE_SERVED|EXPIRD"}`, want: []string{`finding code "EXPIRD"`}},
+		"UnknownUnequalCode":   {expr: `certdrift_finding{code!="STALE"}`, want: []string{`finding code "STALE"`}},
 		"GroupByUnknown":       {expr: `sum by (pod) (certdrift_finding)`, want: []string{`groups by "pod"`}},
 		"BucketOnNonHistogram": {expr: `certdrift_finding_bucket`, want: []string{"not documented"}},
 		"NoMetric":             {expr: `vector(1)`, want: []string{"selects no metric"}},

@@ -550,7 +550,7 @@ func (x *exporter) startKube(ctx context.Context) error {
 		return err
 	}
 	kube.RouteKlog(x.log)
-	countKubeErrors(x.store)
+	countKubeRequests(x.store)
 	s, err := StartKube(ctx, rest.CopyConfig(rc), x.policy(), opts)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strconv"
 	"sync/atomic"
 
 	clientmetrics "k8s.io/client-go/tools/metrics"
@@ -10,35 +9,27 @@ import (
 	"github.com/certdrift/certdrift/exposition"
 )
 
-// kubeErrorStore receives client-go's request results. client-go takes its metric hooks once per
+// kubeRequestStore receives client-go's request results. client-go takes its metric hooks once per
 // process (metrics.Register is guarded by a sync.Once), so the hook is registered once and points
 // at the current exporter's store.
 var (
-	kubeErrorStore    atomic.Pointer[exposition.Store]
-	kubeErrorHookOnce atomic.Bool
+	kubeRequestStore    atomic.Pointer[exposition.Store]
+	kubeRequestHookOnce atomic.Bool
 )
 
 type kubeResultHook struct{}
 
 // Increment is called by client-go for every request with the response code, or "<error>" when
-// no response came back.
+// no response came back; the store classifies it (every request counts, failures also as errors).
 func (kubeResultHook) Increment(_ context.Context, code, _, _ string) {
-	s := kubeErrorStore.Load()
-	if s == nil {
-		return
-	}
-	n, err := strconv.Atoi(code)
-	switch {
-	case err != nil:
-		s.KubernetesRequestError("error")
-	case n >= 400:
-		s.KubernetesRequestError(code)
+	if s := kubeRequestStore.Load(); s != nil {
+		s.KubernetesRequest(code)
 	}
 }
 
-func countKubeErrors(s *exposition.Store) {
-	kubeErrorStore.Store(s)
-	if kubeErrorHookOnce.CompareAndSwap(false, true) {
+func countKubeRequests(s *exposition.Store) {
+	kubeRequestStore.Store(s)
+	if kubeRequestHookOnce.CompareAndSwap(false, true) {
 		clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: kubeResultHook{}})
 	}
 }

@@ -106,6 +106,11 @@ func TestServeKubernetesAPIOutage(t *testing.T) {
 		return ok && v == 1 && strings.Contains(body, `source="plain-sds/web-tls",view="desired"`), body
 	})
 
+	// Every request counts, not only failures: the denominator of the request-error ratio alert.
+	if v, ok := metricValue(x.metrics(t), `certdrift_kubernetes_requests_total{code="200"}`); !ok || v == 0 {
+		t.Errorf("certdrift_kubernetes_requests_total{code=\"200\"} = %v (present %v) after a round that listed Secrets and pods", v, ok)
+	}
+
 	proxy.cut()
 	cutAt := time.Now()
 	waitFor(t, "certdrift_source_up{kubernetes} to drop to 0", 60*time.Second, func() (bool, string) {
@@ -120,6 +125,11 @@ func TestServeKubernetesAPIOutage(t *testing.T) {
 	}
 	if !strings.Contains(body, `certdrift_kubernetes_request_errors_total{code="error"}`) {
 		t.Errorf("no transport errors counted during the outage:\n%s", grep(body, "kubernetes"))
+	}
+	// A failed request is a request too: the ratio's numerator never exceeds its denominator.
+	failed, _ := metricValue(body, `certdrift_kubernetes_request_errors_total{code="error"}`)
+	if all, ok := metricValue(body, `certdrift_kubernetes_requests_total{code="error"}`); !ok || all < failed {
+		t.Errorf("certdrift_kubernetes_requests_total{code=\"error\"} = %v, below the %v failed requests:\n%s", all, failed, grep(body, "kubernetes"))
 	}
 	if _, ok := metricValue(body, "certdrift_result_age_seconds"); !ok {
 		t.Error("certdrift_result_age_seconds missing during the outage")
