@@ -180,11 +180,16 @@ func TestPodRun(t *testing.T) {
 			t.Errorf("namespaced profile may list Secrets in other: %s (%v)", out, err)
 		}
 
-		// repair.enabled on the same profile: the eviction now goes through.
+		// repair.enabled on the same profile, with the restart-only admission policy the chart
+		// installs: certdrift's own rollout-restart (the patch the policy admits) goes through,
+		// and its record is a Lease in certdrift's namespace, none in the workload's.
 		install(t, "upgrade", "rbac.profile=namespaced", "rbac.namespaces={"+staticNS+"}", "repair.enabled=true")
-		code, rep, out := auditAs(ctx, t, tb, bin, dir, "repair")
+		if _, err := tb.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, release+"-repair-restart-only", metav1.GetOptions{}); err != nil {
+			t.Fatalf("the chart with repair.enabled installed no restart-only policy: %v", err)
+		}
+		code, rep, out := auditAs(ctx, t, tb, bin, dir, "repair", "--reload-strategy", "rollout-restart")
 		results := reloadOutcomes(rep)
-		t.Logf("OBSERVED: repair audit --reload --yes: exit %d, results %v", code, results)
+		t.Logf("OBSERVED: repair audit --reload --yes --reload-strategy rollout-restart: exit %d, results %v", code, results)
 		done := 0
 		for _, r := range results {
 			if r.Outcome == "done" {
@@ -192,7 +197,20 @@ func TestPodRun(t *testing.T) {
 			}
 		}
 		if done == 0 {
-			t.Errorf("repair profile: no eviction done; exit %d, results %v\n%s", code, results, out)
+			t.Errorf("repair profile: no rollout-restart done; exit %d, results %v\n%s", code, results, out)
+		}
+		lease := "certdrift-reload." + staticNS + ".deployment.envoy"
+		l, err := tb.Client.CoordinationV1().Leases(releaseNS).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("reload record Lease %s/%s: %v", releaseNS, lease, err)
+		} else {
+			t.Logf("OBSERVED: Lease %s/%s labels %v, last-outcome %q", releaseNS, lease, l.Labels, l.Annotations["certdrift.dev/last-outcome"])
+			if l.Annotations["certdrift.dev/last-outcome"] != "done" || l.Labels["certdrift.dev/workload-namespace"] != staticNS {
+				t.Errorf("Lease %s/%s: annotations %v, labels %v: want last-outcome done, workload-namespace %s", releaseNS, lease, l.Annotations, l.Labels, staticNS)
+			}
+		}
+		if ls, err := tb.Client.CoordinationV1().Leases(staticNS).List(ctx, metav1.ListOptions{}); err != nil || len(ls.Items) != 0 {
+			t.Errorf("Leases in the workload namespace %s: %v (%v), want none", staticNS, ls, err)
 		}
 	})
 }
@@ -345,7 +363,7 @@ func podLogs(ctx context.Context, tb *testbed.Testbed) string {
 
 // auditAs runs `certdrift audit --reload --yes` with a kubeconfig holding a token of the
 // release's ServiceAccount (the credentials the certdrift pod has), never the admin's.
-func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, name string) (int, reloadReport, string) {
+func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, name string, extra ...string) (int, reloadReport, string) {
 	t.Helper()
 	ttl := int64(600)
 	tok, err := tb.Client.CoreV1().ServiceAccounts(releaseNS).CreateToken(ctx, release,
@@ -364,8 +382,9 @@ func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, n
 	}
 	actx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(actx, bin, "audit", "--kubeconfig", kc, "--namespace", staticNS, "--grace", "1s",
-		"--reload", "--yes", "--reload-budget", "1", "--reload-refusal-wait", "2s", "-o", "json")
+	args := append([]string{"audit", "--kubeconfig", kc, "--namespace", staticNS, "--grace", "1s",
+		"--reload", "--yes", "--reload-budget", "1", "--reload-refusal-wait", "2s", "-o", "json"}, extra...)
+	cmd := exec.CommandContext(actx, bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
