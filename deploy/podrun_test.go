@@ -167,6 +167,36 @@ func TestPodRun(t *testing.T) {
 				t.Errorf("pod %s is gone after a read-only audit: %v", p.Name, err)
 			}
 		}
+
+		// Without rbac.portForward, an audit that needs a port-forward (forced here: these
+		// admins listen on the pod IP) gets 403 and says so: every Envoy UNREACHABLE with the
+		// missing permission named, exit 1, promptly; never a hang or a clean report.
+		start := time.Now()
+		code, stdout, all := certdriftAs(ctx, t, tb, bin, dir, "readonly-pf", "--admin-access=port-forward")
+		var pf struct {
+			Findings []struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+				Subject struct {
+					Envoy string `json:"envoy"`
+				} `json:"subject"`
+			} `json:"findings"`
+		}
+		if err := json.Unmarshal(stdout, &pf); err != nil {
+			t.Fatalf("audit --admin-access=port-forward: exit %d, not JSON: %v\n%s", code, err, all)
+		}
+		unreachable := map[string]string{}
+		for _, f := range pf.Findings {
+			if f.Code == "UNREACHABLE" && strings.Contains(f.Message, "pods/portforward") && strings.Contains(f.Message, "forbidden") {
+				unreachable[f.Subject.Envoy] = f.Message
+			}
+		}
+		t.Logf("OBSERVED: read-only audit --admin-access=port-forward: exit %d after %s, %d Envoys UNREACHABLE naming pods/portforward, e.g. %.300q",
+			code, time.Since(start).Round(100*time.Millisecond), len(unreachable), unreachable[staticNS+"/"+envoys[0].Name])
+		if code != 1 || len(unreachable) != len(envoys) {
+			t.Errorf("without port-forward RBAC: exit %d, UNREACHABLE naming pods/portforward for %v; want exit 1 and all %d Envoys\n%s",
+				code, unreachable, len(envoys), all)
+		}
 	})
 
 	t.Run("Namespaced", func(t *testing.T) {
@@ -365,6 +395,19 @@ func podLogs(ctx context.Context, tb *testbed.Testbed) string {
 // release's ServiceAccount (the credentials the certdrift pod has), never the admin's.
 func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, name string, extra ...string) (int, reloadReport, string) {
 	t.Helper()
+	code, stdout, all := certdriftAs(ctx, t, tb, bin, dir, name, append([]string{"--reload", "--yes", "--reload-budget", "1",
+		"--reload-refusal-wait", "2s"}, extra...)...)
+	var rep reloadReport
+	if err := json.Unmarshal(stdout, &rep); err != nil {
+		t.Fatalf("audit %s: exit %d, not JSON: %v\n%s", name, code, err, all)
+	}
+	return code, rep, all
+}
+
+// certdriftAs runs `certdrift audit -o json` on static-tls as the release's ServiceAccount and
+// returns its exit code, stdout and whole output.
+func certdriftAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, name string, extra ...string) (int, []byte, string) {
+	t.Helper()
 	ttl := int64(600)
 	tok, err := tb.Client.CoreV1().ServiceAccounts(releaseNS).CreateToken(ctx, release,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
@@ -382,8 +425,7 @@ func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, n
 	}
 	actx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	args := append([]string{"audit", "--kubeconfig", kc, "--namespace", staticNS, "--grace", "1s",
-		"--reload", "--yes", "--reload-budget", "1", "--reload-refusal-wait", "2s", "-o", "json"}, extra...)
+	args := append([]string{"audit", "--kubeconfig", kc, "--namespace", staticNS, "--grace", "1s", "-o", "json"}, extra...)
 	cmd := exec.CommandContext(actx, bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	var stdout, stderr bytes.Buffer
@@ -402,11 +444,7 @@ func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, n
 	if strings.Contains(all, "PRIVATE KEY") || strings.Contains(all, tok.Status.Token) {
 		t.Fatal("certdrift printed a private key or the token")
 	}
-	var rep reloadReport
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("audit %s: exit %d, not JSON: %v\n%s", name, code, err, all)
-	}
-	return code, rep, all
+	return code, stdout.Bytes(), all
 }
 
 type reloadReport struct {

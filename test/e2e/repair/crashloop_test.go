@@ -338,7 +338,7 @@ func TestCrashLoopingReplacementServe(t *testing.T) {
 	if n, warn := events(ctx, t, tb, "CertdriftReloadUnverified"); n != 1 || !warn {
 		t.Errorf("%d CertdriftReloadUnverified events (all Warnings: %v), want 1 Warning", n, warn)
 	}
-	if ann := reloadLease(ctx, t, tb, auditLeaseNS); ann["certdrift.dev/last-outcome"] != "failed" || ann["certdrift.dev/last-reason"] != "replacement_not_ready" {
+	if ann := reloadLease(ctx, t, tb, serveLeaseNS); ann["certdrift.dev/last-outcome"] != "failed" || ann["certdrift.dev/last-reason"] != "replacement_not_ready" {
 		t.Errorf("reload lease annotations %v: want last-outcome failed, last-reason replacement_not_ready", ann)
 	}
 
