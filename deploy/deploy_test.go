@@ -31,7 +31,7 @@ import (
 
 const sa = "system:serviceaccount:certdrift:certdrift"
 
-var profiles = []string{"cluster-readonly", "namespaced", "repair"}
+var profiles = []string{"cluster-readonly", "namespaced", "port-forward", "repair"}
 
 // kubectl is the testbed's kubectl: kustomize is built into it, so no other tool is needed.
 func kubectl(t *testing.T) string {
@@ -120,24 +120,28 @@ func TestRender(t *testing.T) {
 		"Deployment certdrift/certdrift", "Namespace /certdrift", "NetworkPolicy certdrift/certdrift",
 		"Service certdrift/certdrift", "ServiceAccount certdrift/certdrift",
 	}
+	base := []string{"serve", "--in-cluster", "--web.listen-address=:9809", "--log.format=json"}
+	direct := append(slices.Clone(base), "--admin-access=direct")
+	clusterRO := []string{"ClusterRole /certdrift-readonly", "ClusterRoleBinding /certdrift-readonly"}
 	cases := map[string]struct {
 		objects []string
 		args    []string
 	}{
-		"cluster-readonly": {
-			objects: append(slices.Clone(common), "ClusterRole /certdrift-readonly", "ClusterRoleBinding /certdrift-readonly"),
-			args:    []string{"serve", "--in-cluster", "--web.listen-address=:9809", "--log.format=json"},
-		},
+		"cluster-readonly": {objects: slices.Concat(common, clusterRO), args: direct},
 		"namespaced": {
 			objects: append(slices.Clone(common), "Role edge/certdrift-readonly", "Role shop/certdrift-readonly",
 				"RoleBinding edge/certdrift-readonly", "RoleBinding shop/certdrift-readonly"),
-			args: []string{"serve", "--in-cluster", "--web.listen-address=:9809", "--log.format=json", "--namespace=shop,edge"},
+			args: append(slices.Clone(direct), "--namespace=shop,edge"),
+		},
+		"port-forward": {
+			objects: slices.Concat(common, clusterRO, []string{"Role edge/certdrift-portforward", "RoleBinding edge/certdrift-portforward"}),
+			args:    append(slices.Clone(base), "--admin-access=auto"),
 		},
 		"repair": {
-			objects: append(slices.Clone(common), "ClusterRole /certdrift-readonly", "ClusterRoleBinding /certdrift-readonly",
-				"ClusterRole /certdrift-repair", "ClusterRoleBinding /certdrift-repair",
-				"Role certdrift/certdrift-leader-election", "RoleBinding certdrift/certdrift-leader-election"),
-			args: []string{"serve", "--in-cluster", "--web.listen-address=:9809", "--log.format=json"},
+			objects: slices.Concat(common, clusterRO, []string{"ClusterRole /certdrift-repair", "ClusterRoleBinding /certdrift-repair",
+				"Role certdrift/certdrift-leases", "RoleBinding certdrift/certdrift-leases",
+				"ValidatingAdmissionPolicy /certdrift-repair-restart-only", "ValidatingAdmissionPolicyBinding /certdrift-repair-restart-only"}),
+			args: direct,
 		},
 	}
 	for _, profile := range profiles {
@@ -164,8 +168,8 @@ func TestRender(t *testing.T) {
 			if dep.Spec.Template.Spec.ServiceAccountName != "certdrift" {
 				t.Errorf("serviceAccountName %q", dep.Spec.Template.Spec.ServiceAccountName)
 			}
-			// Read-only means read-only: in every profile, certdrift-readonly grants only reads
-			// plus the port-forward that reaches localhost-bound admins.
+			// Read-only means read-only: in every profile, certdrift-readonly grants only reads,
+			// and no subresource (pods/portforward, pods/exec) at all.
 			for _, o := range objs {
 				if (o.GetKind() != "ClusterRole" && o.GetKind() != "Role") || o.GetName() != "certdrift-readonly" {
 					continue
@@ -173,9 +177,13 @@ func TestRender(t *testing.T) {
 				r := convert[rbacv1.ClusterRole](t, o)
 				for _, rule := range r.Rules {
 					for _, verb := range rule.Verbs {
-						if !slices.Contains([]string{"get", "list", "watch"}, verb) &&
-							!(verb == "create" && slices.Equal(rule.Resources, []string{"pods/portforward"})) {
+						if !slices.Contains([]string{"get", "list", "watch"}, verb) {
 							t.Errorf("%s %s/%s grants %s on %v", o.GetKind(), o.GetNamespace(), o.GetName(), verb, rule.Resources)
+						}
+					}
+					for _, res := range rule.Resources {
+						if strings.Contains(res, "/") {
+							t.Errorf("%s %s/%s grants the subresource %s", o.GetKind(), o.GetNamespace(), o.GetName(), res)
 						}
 					}
 				}
@@ -261,29 +269,48 @@ func TestOnAPIServer(t *testing.T) {
 		verb, resource, ns string
 		want               bool
 	}
+	// What no profile but its own opt-in may do: port-forward (write access to every pod) and
+	// Leases outside certdrift's namespace (kube-system's leader elections, node heartbeats).
+	never := []can{
+		{"create", "leases.coordination.k8s.io", "kube-system", false},
+		{"update", "leases.coordination.k8s.io", "kube-system", false},
+		{"create", "leases.coordination.k8s.io", "kube-node-lease", false},
+		{"update", "leases.coordination.k8s.io", "kube-node-lease", false},
+		{"create", "leases.coordination.k8s.io", "shop", false},
+		{"create", "pods/exec", "shop", false},
+		{"delete", "pods", "shop", false},
+		{"update", "secrets", "shop", false},
+	}
 	cases := map[string][]can{
-		"cluster-readonly": {
+		"cluster-readonly": append([]can{
 			{"list", "secrets", "shop", true},
 			{"watch", "configmaps", "other", true},
 			{"get", "pods", "edge", true},
 			{"get", "replicasets.apps", "shop", true},
-			{"create", "pods/portforward", "shop", true},
 			{"list", "secrets", "*", true},
+			{"create", "pods/portforward", "shop", false},
+			{"create", "pods/portforward", "edge", false},
 			{"create", "pods/eviction", "shop", false},
 			{"patch", "deployments.apps", "shop", false},
-			{"delete", "pods", "shop", false},
-			{"update", "secrets", "shop", false},
 			{"create", "events", "shop", false},
-		},
-		"namespaced": {
+			{"create", "leases.coordination.k8s.io", "certdrift", false},
+		}, never...),
+		"namespaced": append([]can{
 			{"list", "secrets", "shop", true},
 			{"watch", "pods", "edge", true},
-			{"create", "pods/portforward", "edge", true},
+			{"create", "pods/portforward", "edge", false},
 			{"list", "secrets", "other", false},
 			{"list", "secrets", "*", false},
 			{"create", "pods/eviction", "shop", false},
-		},
-		"repair": {
+		}, never...),
+		"port-forward": append([]can{
+			{"list", "secrets", "*", true},
+			{"create", "pods/portforward", "edge", true},
+			{"create", "pods/portforward", "shop", false},
+			{"create", "pods/portforward", "kube-system", false},
+			{"create", "pods/eviction", "edge", false},
+		}, never...),
+		"repair": append([]can{
 			{"list", "secrets", "shop", true},
 			{"create", "pods/eviction", "shop", true},
 			{"patch", "deployments.apps", "shop", true},
@@ -291,13 +318,14 @@ func TestOnAPIServer(t *testing.T) {
 			{"patch", "statefulsets.apps", "edge", true},
 			{"create", "events", "shop", true},
 			{"create", "events.events.k8s.io", "shop", true},
+			{"get", "leases.coordination.k8s.io", "certdrift", true},
 			{"create", "leases.coordination.k8s.io", "certdrift", true},
 			{"update", "leases.coordination.k8s.io", "certdrift", true},
-			{"create", "leases.coordination.k8s.io", "shop", true}, // reload cooldown Leases
-			{"delete", "pods", "shop", false},
+			{"create", "pods/portforward", "shop", false},
+			{"update", "deployments.apps", "shop", false},
+			{"patch", "deployments.apps/scale", "shop", false},
 			{"create", "pods", "shop", false},
-			{"update", "secrets", "shop", false},
-		},
+		}, never...),
 	}
 	for _, p := range profiles {
 		t.Run("CanI/"+p, func(t *testing.T) {
@@ -311,6 +339,7 @@ func TestOnAPIServer(t *testing.T) {
 					t.Errorf("%s: can-i %s %s -n %s = %v, want %v (%s)", p, c.verb, c.resource, c.ns, got, c.want, out)
 				}
 			}
+			realRequests(ctx, t, tb, p)
 			// Remove this profile's RBAC before the next one, keeping the namespace.
 			var rbac []byte
 			for _, o := range objects[p] {

@@ -47,8 +47,11 @@ const (
 var helmCases = []helmCase{
 	{name: "cluster-readonly", kustomize: "cluster-readonly"},
 	{name: "namespaced", set: []string{"rbac.profile=namespaced", "rbac.namespaces={shop,edge}"}, kustomize: "namespaced"},
+	{name: "port-forward", set: []string{"rbac.portForward.enabled=true", "rbac.portForward.namespaces={edge}"}, kustomize: "port-forward"},
+	{name: "namespaced-port-forward", set: []string{"rbac.profile=namespaced", "rbac.namespaces={shop,edge}", "rbac.portForward.enabled=true"}},
 	{name: "repair", set: []string{"repair.enabled=true"}, kustomize: "repair"},
 	{name: "namespaced-repair", set: []string{"rbac.profile=namespaced", "rbac.namespaces={shop,edge}", "repair.enabled=true"}},
+	{name: "repair-scoped", set: []string{"repair.enabled=true", "repair.namespaces={shop}"}},
 	{name: "monitors", set: []string{"serviceMonitor.enabled=true", "prometheusRule.enabled=true", "dashboards.enabled=true"}},
 	{name: "web-config", set: []string{"webConfig.enabled=true", "webConfig.config.basic_auth_users.prometheus=$2y$10$notarealbcrypthashnotarealbcrypthashnotarealbcrypthas", "config.policy.grace=3m"}},
 	{name: "podmonitor-auth", values: []string{"podmonitor-auth.yaml"}},
@@ -170,40 +173,50 @@ func TestHelmTemplate(t *testing.T) {
 	clusterRO := []string{"ClusterRole /certdrift-readonly", "ClusterRoleBinding /certdrift-readonly"}
 	nsRO := []string{"Role edge/certdrift-readonly", "Role shop/certdrift-readonly",
 		"RoleBinding edge/certdrift-readonly", "RoleBinding shop/certdrift-readonly"}
-	leader := []string{"Role certdrift/certdrift-leader-election", "RoleBinding certdrift/certdrift-leader-election"}
+	leases := []string{"Role certdrift/certdrift-leases", "RoleBinding certdrift/certdrift-leases"}
+	policy := []string{"ValidatingAdmissionPolicy /certdrift-repair-restart-only", "ValidatingAdmissionPolicyBinding /certdrift-repair-restart-only"}
 	// The helm test hook is rendered unless the metrics port needs credentials (webConfig).
 	test := []string{"Pod certdrift/certdrift-healthcheck"}
 	webArgs := []string{"--web.config.file=/etc/certdrift/web/web-config.yml", "--web.probe-address=:9810"}
-	baseArgs := []string{"serve", "--in-cluster", "--web.listen-address=:9809", "--log.level=info", "--log.format=json"}
+	base := []string{"serve", "--in-cluster", "--web.listen-address=:9809", "--log.level=info", "--log.format=json"}
 	cat := func(lists ...[]string) []string { return slices.Concat(lists...) }
+	direct, auto := cat(base, []string{"--admin-access=direct"}), cat(base, []string{"--admin-access=auto"})
+	nsArgs := func(args []string) []string { return cat(base, []string{"--namespace=shop,edge"}, args[len(base):]) }
 	want := map[string]struct {
 		objects   []string
 		args      []string
 		probePort string
 	}{
-		"cluster-readonly": {objects: cat(common, test, clusterRO), args: baseArgs, probePort: "http-metrics"},
-		"namespaced": {objects: cat(common, test, nsRO),
-			args: cat(baseArgs, []string{"--namespace=shop,edge"}), probePort: "http-metrics"},
-		"repair": {objects: cat(common, test, clusterRO, leader,
+		"cluster-readonly": {objects: cat(common, test, clusterRO), args: direct, probePort: "http-metrics"},
+		"namespaced":       {objects: cat(common, test, nsRO), args: nsArgs(direct), probePort: "http-metrics"},
+		"port-forward": {objects: cat(common, test, clusterRO, []string{"Role edge/certdrift-portforward", "RoleBinding edge/certdrift-portforward"}),
+			args: auto, probePort: "http-metrics"},
+		"namespaced-port-forward": {objects: cat(common, test, nsRO, []string{"Role edge/certdrift-portforward", "Role shop/certdrift-portforward",
+			"RoleBinding edge/certdrift-portforward", "RoleBinding shop/certdrift-portforward"}),
+			args: nsArgs(auto), probePort: "http-metrics"},
+		"repair": {objects: cat(common, test, clusterRO, leases, policy,
 			[]string{"ClusterRole /certdrift-repair", "ClusterRoleBinding /certdrift-repair"}),
-			args: baseArgs, probePort: "http-metrics"},
-		"namespaced-repair": {objects: cat(common, test, nsRO, leader,
+			args: direct, probePort: "http-metrics"},
+		"namespaced-repair": {objects: cat(common, test, nsRO, leases, policy,
 			[]string{"Role edge/certdrift-repair", "Role shop/certdrift-repair",
 				"RoleBinding edge/certdrift-repair", "RoleBinding shop/certdrift-repair"}),
-			args: cat(baseArgs, []string{"--namespace=shop,edge"}), probePort: "http-metrics"},
+			args: nsArgs(direct), probePort: "http-metrics"},
+		"repair-scoped": {objects: cat(common, test, clusterRO, leases, policy,
+			[]string{"Role shop/certdrift-repair", "RoleBinding shop/certdrift-repair"}),
+			args: direct, probePort: "http-metrics"},
 		"monitors": {objects: cat(common, test, clusterRO, []string{
 			"ServiceMonitor certdrift/certdrift", "PrometheusRule certdrift/certdrift",
 			"ConfigMap certdrift/certdrift-dashboard-overview", "ConfigMap certdrift/certdrift-dashboard-workload"}),
-			args: baseArgs, probePort: "http-metrics"},
+			args: direct, probePort: "http-metrics"},
 		"web-config": {objects: cat(common, clusterRO, []string{"Secret certdrift/certdrift-web-config", "ConfigMap certdrift/certdrift-config"}),
-			args:      cat(baseArgs, []string{"--config=/etc/certdrift/config/config.yaml"}, webArgs),
+			args:      cat(direct, []string{"--config=/etc/certdrift/config/config.yaml"}, webArgs),
 			probePort: "http-probes"},
 		"podmonitor-auth": {objects: cat(common, clusterRO, []string{"PodMonitor certdrift/certdrift"}),
-			args: cat(baseArgs, webArgs), probePort: "http-probes"},
+			args: cat(direct, webArgs), probePort: "http-probes"},
 		"rules-tuned": {objects: cat(common, test, clusterRO, []string{"PrometheusRule certdrift/certdrift"}),
-			args: baseArgs, probePort: "http-metrics"},
+			args: direct, probePort: "http-metrics"},
 		"runtime-tuned": {objects: cat(common, test, clusterRO, []string{"PodDisruptionBudget certdrift/certdrift"}),
-			args: baseArgs, probePort: "http-metrics"},
+			args: direct, probePort: "http-metrics"},
 	}
 	for _, c := range helmCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -329,6 +342,41 @@ func TestHelmSchemaRejects(t *testing.T) {
 			reason: "repair.enabled is a boolean",
 			set:    []string{"repair.enabled=maybe"},
 			want:   []string{"repair", "enabled"},
+		},
+		"PortForwardWithoutNamespaces": {
+			reason: "port-forward is write access: the cluster-wide profile must say where",
+			set:    []string{"rbac.portForward.enabled=true"},
+			want:   []string{"rbac.portForward.namespaces", "clusterWide"},
+		},
+		"PortForwardOutsideProfile": {
+			reason: "port-forward where certdrift does not audit",
+			set:    []string{"rbac.profile=namespaced", "rbac.namespaces={shop}", "rbac.portForward.enabled=true", "rbac.portForward.namespaces={other}"},
+			want:   []string{"rbac.portForward.namespaces", "other"},
+		},
+		"PortForwardClusterWideNamespaced": {
+			reason: "a cluster-wide port-forward contradicts the namespaced profile",
+			set:    []string{"rbac.profile=namespaced", "rbac.namespaces={shop}", "rbac.portForward.enabled=true", "rbac.portForward.clusterWide=true"},
+			want:   []string{"clusterWide", "namespaced"},
+		},
+		"PortForwardNamespacesWhenOff": {
+			reason: "namespaces for a port-forward that is off would be ignored",
+			set:    []string{"rbac.portForward.namespaces={edge}"},
+			want:   []string{"rbac.portForward.enabled"},
+		},
+		"RepairOutsideProfile": {
+			reason: "repair where certdrift does not audit",
+			set:    []string{"rbac.profile=namespaced", "rbac.namespaces={shop}", "repair.enabled=true", "repair.namespaces={other}"},
+			want:   []string{"repair.namespaces", "other"},
+		},
+		"RepairNamespacesWhenOff": {
+			reason: "namespaces for a repair that is off would be ignored",
+			set:    []string{"repair.namespaces={shop}"},
+			want:   []string{"repair.enabled"},
+		},
+		"RepairNamespaceNotAName": {
+			reason: "not a namespace name",
+			set:    []string{"repair.enabled=true", "repair.namespaces={Shop_1}"},
+			want:   []string{"repair", "namespaces"},
 		},
 		"WebConfigWithoutContent": {
 			reason: "an empty web config would fail at start, not at install",
@@ -554,13 +602,17 @@ func policy(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
 				RoleRef  rbacv1.RoleRef
 				Subjects []rbacv1.Subject
 			}{b.RoleRef, b.Subjects}
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			// What the API server enforces is the spec: every expression, as written.
+			out[id] = o.Object["spec"]
 		}
 	}
 	return out
 }
 
 // TestHelmRBACMatchesKustomize: the chart and the kustomize overlays grant the same, profile by
-// profile, so that choosing an install method never changes what certdrift may do.
+// profile, and enforce the same admission policy, so that choosing an install method never
+// changes what certdrift may do.
 func TestHelmRBACMatchesKustomize(t *testing.T) {
 	for _, c := range helmCases {
 		if c.kustomize == "" {
@@ -754,49 +806,74 @@ metadata:
 		verb, resource, ns string
 		want               bool
 	}
+	never := []can{
+		{"create", "leases.coordination.k8s.io", "kube-system", false},
+		{"update", "leases.coordination.k8s.io", "kube-node-lease", false},
+		{"create", "leases.coordination.k8s.io", "shop", false},
+		{"create", "pods", "shop", false},
+		{"delete", "pods", "shop", false},
+		{"update", "secrets", "shop", false},
+	}
 	installs := []struct {
 		name string
 		cans []can
 	}{
-		{"cluster-readonly", []can{
+		{"cluster-readonly", append([]can{
 			{"list", "secrets", "*", true},
 			{"get", "replicasets.apps", "shop", true},
-			{"create", "pods/portforward", "other", true},
+			{"create", "pods/portforward", "other", false},
 			{"create", "pods/eviction", "shop", false},
 			{"patch", "deployments.apps", "shop", false},
 			{"create", "events", "shop", false},
-			{"delete", "pods", "shop", false},
-		}},
-		{"namespaced", []can{
+			{"create", "leases.coordination.k8s.io", "certdrift", false},
+		}, never...)},
+		{"namespaced", append([]can{
 			{"list", "secrets", "shop", true},
 			{"watch", "pods", "edge", true},
-			{"create", "pods/portforward", "edge", true},
+			{"create", "pods/portforward", "edge", false},
 			{"list", "secrets", "other", false},
 			{"list", "secrets", "*", false},
 			{"create", "pods/eviction", "shop", false},
 			{"patch", "deployments.apps", "shop", false},
-		}},
-		{"repair", []can{
+		}, never...)},
+		{"port-forward", append([]can{
+			{"create", "pods/portforward", "edge", true},
+			{"create", "pods/portforward", "shop", false},
+			{"create", "pods/portforward", "kube-system", false},
+		}, never...)},
+		{"namespaced-port-forward", append([]can{
+			{"create", "pods/portforward", "edge", true},
+			{"create", "pods/portforward", "shop", true},
+			{"create", "pods/portforward", "other", false},
+		}, never...)},
+		{"repair", append([]can{
 			{"list", "secrets", "*", true},
 			{"create", "pods/eviction", "shop", true},
 			{"patch", "deployments.apps", "other", true},
 			{"patch", "statefulsets.apps", "edge", true},
 			{"create", "events.events.k8s.io", "shop", true},
 			{"update", "leases.coordination.k8s.io", "certdrift", true},
-			{"create", "leases.coordination.k8s.io", "shop", true}, // reload cooldown Leases
-			{"create", "pods", "shop", false},
-			{"delete", "pods", "shop", false},
-			{"update", "secrets", "shop", false},
-		}},
-		{"namespaced-repair", []can{
+			{"create", "leases.coordination.k8s.io", "certdrift", true},
+			{"create", "pods/portforward", "shop", false},
+		}, never...)},
+		{"namespaced-repair", append([]can{
 			{"create", "pods/eviction", "shop", true},
 			{"patch", "daemonsets.apps", "edge", true},
 			{"create", "events", "edge", true},
 			{"create", "pods/eviction", "other", false},
+			{"patch", "deployments.apps", "other", false},
 			{"list", "secrets", "other", false},
 			{"update", "leases.coordination.k8s.io", "certdrift", true},
-			{"delete", "pods", "shop", false},
-		}},
+		}, never...)},
+		{"repair-scoped", append([]can{
+			{"list", "secrets", "*", true},
+			{"create", "pods/eviction", "shop", true},
+			{"patch", "deployments.apps", "shop", true},
+			{"create", "pods/eviction", "edge", false},
+			{"patch", "deployments.apps", "edge", false},
+			{"patch", "statefulsets.apps", "other", false},
+			{"create", "leases.coordination.k8s.io", "certdrift", true},
+		}, never...)},
 	}
 	for _, in := range installs {
 		t.Run("Install/"+in.name, func(t *testing.T) {
@@ -817,6 +894,7 @@ metadata:
 					t.Errorf("%s: can-i %s %s -n %s = %v, want %v (%s)", in.name, c.verb, c.resource, c.ns, got, c.want, answer)
 				}
 			}
+			realRequests(ctx, t, tb, in.name)
 			if out, err := helm(t, "uninstall", release, "--namespace", releaseNS, "--kubeconfig", tb.KubeconfigPath, "--wait", "--timeout", "2m"); err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}

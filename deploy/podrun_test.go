@@ -173,6 +173,36 @@ func TestPodRun(t *testing.T) {
 				t.Errorf("pod %s is gone after a read-only audit: %v", p.Name, err)
 			}
 		}
+
+		// Without rbac.portForward, an audit that needs a port-forward (forced here: these
+		// admins listen on the pod IP) gets 403 and says so: every Envoy UNREACHABLE with the
+		// missing permission named, exit 1, promptly; never a hang or a clean report.
+		start := time.Now()
+		code, stdout, all := certdriftAs(ctx, t, tb, bin, dir, "readonly-pf", "--admin-access=port-forward")
+		var pf struct {
+			Findings []struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+				Subject struct {
+					Envoy string `json:"envoy"`
+				} `json:"subject"`
+			} `json:"findings"`
+		}
+		if err := json.Unmarshal(stdout, &pf); err != nil {
+			t.Fatalf("audit --admin-access=port-forward: exit %d, not JSON: %v\n%s", code, err, all)
+		}
+		unreachable := map[string]string{}
+		for _, f := range pf.Findings {
+			if f.Code == "UNREACHABLE" && strings.Contains(f.Message, "pods/portforward") && strings.Contains(f.Message, "forbidden") {
+				unreachable[f.Subject.Envoy] = f.Message
+			}
+		}
+		t.Logf("OBSERVED: read-only audit --admin-access=port-forward: exit %d after %s, %d Envoys UNREACHABLE naming pods/portforward, e.g. %.300q",
+			code, time.Since(start).Round(100*time.Millisecond), len(unreachable), unreachable[staticNS+"/"+envoys[0].Name])
+		if code != 1 || len(unreachable) != len(envoys) {
+			t.Errorf("without port-forward RBAC: exit %d, UNREACHABLE naming pods/portforward for %v; want exit 1 and all %d Envoys\n%s",
+				code, unreachable, len(envoys), all)
+		}
 	})
 
 	t.Run("Namespaced", func(t *testing.T) {
@@ -186,11 +216,16 @@ func TestPodRun(t *testing.T) {
 			t.Errorf("namespaced profile may list Secrets in other: %s (%v)", out, err)
 		}
 
-		// repair.enabled on the same profile: the eviction now goes through.
+		// repair.enabled on the same profile, with the restart-only admission policy the chart
+		// installs: certdrift's own rollout-restart (the patch the policy admits) goes through,
+		// and its record is a Lease in certdrift's namespace, none in the workload's.
 		install(t, "upgrade", "rbac.profile=namespaced", "rbac.namespaces={"+staticNS+"}", "repair.enabled=true")
-		code, rep, out := auditAs(ctx, t, tb, bin, dir, "repair")
+		if _, err := tb.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, release+"-repair-restart-only", metav1.GetOptions{}); err != nil {
+			t.Fatalf("the chart with repair.enabled installed no restart-only policy: %v", err)
+		}
+		code, rep, out := auditAs(ctx, t, tb, bin, dir, "repair", "--reload-strategy", "rollout-restart")
 		results := reloadOutcomes(rep)
-		t.Logf("OBSERVED: repair audit --reload --yes: exit %d, results %v", code, results)
+		t.Logf("OBSERVED: repair audit --reload --yes --reload-strategy rollout-restart: exit %d, results %v", code, results)
 		done := 0
 		for _, r := range results {
 			if r.Outcome == "done" {
@@ -198,7 +233,20 @@ func TestPodRun(t *testing.T) {
 			}
 		}
 		if done == 0 {
-			t.Errorf("repair profile: no eviction done; exit %d, results %v\n%s", code, results, out)
+			t.Errorf("repair profile: no rollout-restart done; exit %d, results %v\n%s", code, results, out)
+		}
+		lease := "certdrift-reload." + staticNS + ".deployment.envoy"
+		l, err := tb.Client.CoordinationV1().Leases(releaseNS).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("reload record Lease %s/%s: %v", releaseNS, lease, err)
+		} else {
+			t.Logf("OBSERVED: Lease %s/%s labels %v, last-outcome %q", releaseNS, lease, l.Labels, l.Annotations["certdrift.dev/last-outcome"])
+			if l.Annotations["certdrift.dev/last-outcome"] != "done" || l.Labels["certdrift.dev/workload-namespace"] != staticNS {
+				t.Errorf("Lease %s/%s: annotations %v, labels %v: want last-outcome done, workload-namespace %s", releaseNS, lease, l.Annotations, l.Labels, staticNS)
+			}
+		}
+		if ls, err := tb.Client.CoordinationV1().Leases(staticNS).List(ctx, metav1.ListOptions{}); err != nil || len(ls.Items) != 0 {
+			t.Errorf("Leases in the workload namespace %s: %v (%v), want none", staticNS, ls, err)
 		}
 	})
 
@@ -450,7 +498,20 @@ func podLogs(ctx context.Context, tb *testbed.Testbed) string {
 
 // auditAs runs `certdrift audit --reload --yes` with a kubeconfig holding a token of the
 // release's ServiceAccount (the credentials the certdrift pod has), never the admin's.
-func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, name string) (int, reloadReport, string) {
+func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, name string, extra ...string) (int, reloadReport, string) {
+	t.Helper()
+	code, stdout, all := certdriftAs(ctx, t, tb, bin, dir, name, append([]string{"--reload", "--yes", "--reload-budget", "1",
+		"--reload-refusal-wait", "2s"}, extra...)...)
+	var rep reloadReport
+	if err := json.Unmarshal(stdout, &rep); err != nil {
+		t.Fatalf("audit %s: exit %d, not JSON: %v\n%s", name, code, err, all)
+	}
+	return code, rep, all
+}
+
+// certdriftAs runs `certdrift audit -o json` on static-tls as the release's ServiceAccount and
+// returns its exit code, stdout and whole output.
+func certdriftAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, name string, extra ...string) (int, []byte, string) {
 	t.Helper()
 	ttl := int64(600)
 	tok, err := tb.Client.CoreV1().ServiceAccounts(releaseNS).CreateToken(ctx, release,
@@ -469,8 +530,8 @@ func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, n
 	}
 	actx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(actx, bin, "audit", "--kubeconfig", kc, "--namespace", staticNS, "--grace", "1s",
-		"--reload", "--yes", "--reload-budget", "1", "--reload-refusal-wait", "2s", "-o", "json")
+	args := append([]string{"audit", "--kubeconfig", kc, "--namespace", staticNS, "--grace", "1s", "-o", "json"}, extra...)
+	cmd := exec.CommandContext(actx, bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -488,11 +549,7 @@ func auditAs(ctx context.Context, t *testing.T, tb *testbed.Testbed, bin, dir, n
 	if strings.Contains(all, "PRIVATE KEY") || strings.Contains(all, tok.Status.Token) {
 		t.Fatal("certdrift printed a private key or the token")
 	}
-	var rep reloadReport
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("audit %s: exit %d, not JSON: %v\n%s", name, code, err, all)
-	}
-	return code, rep, all
+	return code, stdout.Bytes(), all
 }
 
 type reloadReport struct {

@@ -61,7 +61,10 @@ type AdminOpener func(ctx context.Context, namespace, pod string) (baseURL strin
 type Executor struct {
 	// Client is nil outside Kubernetes.
 	Client *kubeapi.Client
-	Log    *slog.Logger
+	// LeaseNamespace is certdrift's own namespace, where every workload's reload record Lease
+	// lives (state.go); Kubernetes actions are skipped without it.
+	LeaseNamespace string
+	Log            *slog.Logger
 	// Timeout bounds one action: the eviction or patch, the wait for replacements or the
 	// rollout, and the post-check.
 	Timeout time.Duration
@@ -78,6 +81,10 @@ type Executor struct {
 	Now       func() time.Time
 	// Metrics, when set, counts every result: one per action of every Run, skipped ones too.
 	Metrics Recorder
+
+	// leaseChecked, leaseErr: CheckLeaseNamespace's answer, asked once per Run.
+	leaseChecked bool
+	leaseErr     error
 }
 
 // Run executes the actions that the plan did not skip, in order, waiting for each to finish and
@@ -94,6 +101,7 @@ func (e *Executor) Run(ctx context.Context, actions []Action, dryRun bool) []Res
 	if e.Now == nil {
 		e.Now = time.Now
 	}
+	e.leaseChecked, e.leaseErr = false, nil
 	var results []Result
 	stopped := map[string]string{} // source → why later actions on it are stopped
 	// Workloads a failure of this run blocks, in case the Lease could not be written.
@@ -238,7 +246,7 @@ func (e *Executor) finish(ctx context.Context, a Action, r Result, warning strin
 		msg := fmt.Sprintf("certdrift's %s of %s was not verified (%s): %s", a.Strategy, actionTarget(a), r.Reason, r.Detail)
 		if t.Workload != "" {
 			msg += "; no further reloads of " + t.Workload + " until all its replicas are Ready and serve the desired certificate, or " +
-				ClearHint(t.Namespace, t.Workload)
+				ClearHint(e.LeaseNamespace, t.Namespace, t.Workload)
 		}
 		e.warnEvent(ctx, a, warning, msg)
 	}
@@ -252,7 +260,7 @@ func (e *Executor) finish(ctx context.Context, a Action, r Result, warning strin
 	// The action's own deadline may be spent: the record still gets a few seconds.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := writeRecord(wctx, e.Client, t.Namespace, t.Workload, rec); err != nil {
+	if err := writeRecord(wctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload, rec); err != nil {
 		e.Log.Warn("reload outcome not recorded", "workload", t.WorkloadKey(), "outcome", rec.State, "err", err)
 	}
 }
@@ -416,7 +424,7 @@ func (e *Executor) record(ctx context.Context, a Action) {
 	}
 	now := e.Now()
 	rec := Record{At: now, State: StateActing, Since: now, Strategy: a.Strategy, Target: actionTarget(a)}
-	if err := writeRecord(ctx, e.Client, t.Namespace, t.Workload, rec); err != nil {
+	if err := writeRecord(ctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload, rec); err != nil {
 		e.Log.Warn("reload cooldown not recorded", "workload", t.WorkloadKey(), "err", err)
 	}
 }

@@ -44,12 +44,12 @@ func checkReplicas(workload string, r Replicas) (string, string) {
 
 // checkRecord is the pure part of the check on the workload's last action: a failed one
 // blocks; one still acting (another run or replica, within its deadline) makes this one wait.
-func checkRecord(namespace, workload string, rec Record, now time.Time, timeout time.Duration) (string, string) {
+func checkRecord(leaseNS, namespace, workload string, rec Record, now time.Time, timeout time.Duration) (string, string) {
 	switch {
 	case rec.Blocking():
 		return SkipBlocked, fmt.Sprintf("%s/%s is blocked: %s %s at %s ended %s (%s)%s; certdrift will not act on it again until all its replicas are Ready and serve the desired certificate, or a person clears it: %s",
 			namespace, workload, rec.Strategy, rec.Target, rec.Since.UTC().Format(time.RFC3339), rec.State, rec.Reason,
-			detailSuffix(rec.Detail), ClearHint(namespace, workload))
+			detailSuffix(rec.Detail), ClearHint(leaseNS, namespace, workload))
 	case rec.State == StateActing && now.Sub(rec.Since) < timeout:
 		return SkipReplacementNotReady, fmt.Sprintf("%s/%s: %s %s began at %s and its replacement is not verified yet",
 			namespace, workload, rec.Strategy, rec.Target, rec.Since.UTC().Format(time.RFC3339))
@@ -74,7 +74,12 @@ func (e *Executor) preflight(ctx context.Context, a Action, dryRun bool) (skip, 
 	if e.Client == nil || t.Workload == "" {
 		return "", "", ""
 	}
-	rec, ok, err := ReadRecord(ctx, e.Client, t.Namespace, t.Workload)
+	if !dryRun {
+		if err := e.leaseNamespaceOK(ctx); err != nil {
+			return SkipCannotCheck, fmt.Sprintf("not acting on %s: its cooldown and outcome could not be recorded: %v", t.WorkloadKey(), err), ""
+		}
+	}
+	rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload)
 	if err != nil && !apierrors.IsForbidden(err) {
 		return SkipCannotCheck, fmt.Sprintf("cannot read what became of the last action on %s: %v", t.WorkloadKey(), err), ""
 	}
@@ -82,7 +87,7 @@ func (e *Executor) preflight(ctx context.Context, a Action, dryRun bool) (skip, 
 		rec = e.resolveActing(ctx, a, rec, dryRun)
 	}
 	if ok {
-		if skip, why := checkRecord(t.Namespace, t.Workload, rec, e.Now(), e.Timeout); skip != "" {
+		if skip, why := checkRecord(e.LeaseNamespace, t.Namespace, t.Workload, rec, e.Now(), e.Timeout); skip != "" {
 			return skip, why, rec.Reason
 		}
 	}
@@ -94,6 +99,14 @@ func (e *Executor) preflight(ctx context.Context, a Action, dryRun bool) (skip, 
 	return skip, why, ""
 }
 
+// leaseNamespaceOK checks once per Run that record Leases can be written (CheckLeaseNamespace).
+func (e *Executor) leaseNamespaceOK(ctx context.Context) error {
+	if !e.leaseChecked {
+		e.leaseChecked, e.leaseErr = true, CheckLeaseNamespace(ctx, e.Client, e.LeaseNamespace)
+	}
+	return e.leaseErr
+}
+
 // blockedRecord says why the action's workload is blocked, or "" when it is not (or cannot be
 // read: the preflight of an action that is not skipped reads it again).
 func (e *Executor) blockedRecord(ctx context.Context, a Action) (why, reason string) {
@@ -101,11 +114,11 @@ func (e *Executor) blockedRecord(ctx context.Context, a Action) (why, reason str
 	if e.Client == nil || t.Workload == "" {
 		return "", ""
 	}
-	rec, ok, err := ReadRecord(ctx, e.Client, t.Namespace, t.Workload)
+	rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload)
 	if err != nil || !ok || !rec.Blocking() {
 		return "", ""
 	}
-	_, why = checkRecord(t.Namespace, t.Workload, rec, e.Now(), e.Timeout)
+	_, why = checkRecord(e.LeaseNamespace, t.Namespace, t.Workload, rec, e.Now(), e.Timeout)
 	return why, rec.Reason
 }
 
@@ -156,13 +169,13 @@ func (e *Executor) resolveActing(ctx context.Context, a Action, rec Record, dryR
 	}
 	next := rec
 	next.At = time.Time{} // the cooldown still counts from the action
-	if err := writeRecord(ctx, e.Client, t.Namespace, t.Workload, next); err != nil {
+	if err := writeRecord(ctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload, next); err != nil {
 		e.Log.Warn("reload outcome not recorded", "workload", t.WorkloadKey(), "err", err)
 	}
 	if rec.State == StateFailed {
 		e.warnEvent(ctx, Action{Target: Target{Namespace: t.Namespace, Workload: t.Workload}}, "CertdriftReloadUnverified",
 			fmt.Sprintf("certdrift's %s of %s at %s was not verified: %s; no further reloads of this workload until it is healthy or %s",
-				rec.Strategy, rec.Target, rec.At.UTC().Format(time.RFC3339), rec.Detail, ClearHint(t.Namespace, t.Workload)))
+				rec.Strategy, rec.Target, rec.At.UTC().Format(time.RFC3339), rec.Detail, ClearHint(e.LeaseNamespace, t.Namespace, t.Workload)))
 		if e.Metrics != nil {
 			e.Metrics.ReloadAction(string(rec.Strategy), OutcomeFailed, true, now)
 		}
@@ -283,7 +296,7 @@ func (e *Executor) RecoverBlocked(ctx context.Context, keys []string) []string {
 		if !ok {
 			continue
 		}
-		rec, ok, err := ReadRecord(ctx, e.Client, ns, workload)
+		rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, ns, workload)
 		if err != nil || !ok || !rec.Blocking() {
 			continue
 		}
@@ -293,7 +306,7 @@ func (e *Executor) RecoverBlocked(ctx context.Context, keys []string) []string {
 		}
 		next := Record{State: StateRecovered, Since: e.Now(), Strategy: rec.Strategy, Target: rec.Target,
 			Detail: fmt.Sprintf("all %d replicas Ready and serving the desired certificate after %s (%s)", r.Desired, rec.State, rec.Reason)}
-		if err := writeRecord(ctx, e.Client, ns, workload, next); err != nil {
+		if err := writeRecord(ctx, e.Client, e.LeaseNamespace, ns, workload, next); err != nil {
 			e.logger().Warn("reload block not lifted", "workload", k, "err", err)
 			continue
 		}

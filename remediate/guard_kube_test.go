@@ -84,7 +84,7 @@ func eventCount(ctx context.Context, t *testing.T, c *kubeapi.Client, ns, reason
 // a dry run that writes nothing; and the block lifted once every replica is Ready again.
 func TestPreflightOnControlPlane(t *testing.T) {
 	tb := controlPlane(t)
-	ns := testNamespace(t, tb)
+	ns, leaseNS := testNamespace(t, tb), testNamespace(t, tb)
 	c := newClient(t, tb, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -95,7 +95,7 @@ func TestPreflightOnControlPlane(t *testing.T) {
 	var verified [][]string
 	verifyErr := error(nil)
 	m := &recorder{}
-	e := &Executor{Client: c, Log: slog.New(slog.DiscardHandler), Timeout: 3 * time.Minute, Now: time.Now, Metrics: m,
+	e := &Executor{Client: c, LeaseNamespace: leaseNS, Log: slog.New(slog.DiscardHandler), Timeout: 3 * time.Minute, Now: time.Now, Metrics: m,
 		Verify: func(_ context.Context, _ Action, envoys []string) (string, error) {
 			verified = append(verified, slices.Sorted(slices.Values(envoys)))
 			return "serves the desired leaf", verifyErr
@@ -111,13 +111,13 @@ func TestPreflightOnControlPlane(t *testing.T) {
 	}
 	record := func(r Record) {
 		t.Helper()
-		if err := writeRecord(ctx, c, ns, "Deployment/web", r); err != nil {
+		if err := writeRecord(ctx, c, leaseNS, ns, "Deployment/web", r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	state := func() Record {
 		t.Helper()
-		r, ok, err := ReadRecord(ctx, c, ns, "Deployment/web")
+		r, ok, err := ReadRecord(ctx, c, leaseNS, ns, "Deployment/web")
 		if err != nil || !ok {
 			t.Fatalf("read record: ok %v, %v", ok, err)
 		}

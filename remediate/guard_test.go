@@ -82,11 +82,11 @@ func TestCheckRecord(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, why := checkRecord("shop", "Deployment/web", tc.rec, now, 3*time.Minute)
+			got, why := checkRecord("certdrift", "shop", "Deployment/web", tc.rec, now, 3*time.Minute)
 			if got != tc.want {
 				t.Errorf("%s: skip %q (%s), want %q", tc.reason, got, why, tc.want)
 			}
-			if got == SkipBlocked && !strings.Contains(why, ClearHint("shop", "Deployment/web")) {
+			if got == SkipBlocked && !strings.Contains(why, "kubectl -n certdrift annotate lease certdrift-reload.shop.deployment.web certdrift.dev/last-outcome-") {
 				t.Errorf("blocked, but why %q does not say how to clear it", why)
 			}
 		})

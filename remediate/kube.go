@@ -2,8 +2,6 @@ package remediate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -238,42 +236,35 @@ func workloadPods(ctx context.Context, c *kubeapi.Client, namespace, workload st
 	return out, nil
 }
 
-// The cooldown is remembered in a coordination.k8s.io Lease per workload, in its namespace,
-// renewed at each action. A Lease rather than an annotation on the Deployment: writing to the
-// user's workload would show as drift to GitOps tools (Argo CD, Flux) and would need patch
-// rights on workloads even for evictions; a Lease needs only get/create/update on leases, and
-// its renewTime is a timestamp the API server already models.
-
-// leaseName is the Lease that holds a workload's last reload: "certdrift-reload-<kind>-<name>",
-// hashed when it would exceed a DNS subdomain.
-func leaseName(workload string) string {
-	kind, name, _ := strings.Cut(workload, "/")
-	n := "certdrift-reload-" + strings.ToLower(kind) + "-" + name
-	if len(n) > 253 {
-		sum := sha256.Sum256([]byte(workload))
-		n = n[:200] + "-" + hex.EncodeToString(sum[:8])
-	}
-	return n
-}
+// The cooldown is remembered in a coordination.k8s.io Lease per workload, in certdrift's own
+// namespace (state.go), renewed at each action. A Lease rather than an annotation on the
+// Deployment: writing to the user's workload would show as drift to GitOps tools (Argo CD,
+// Flux) and would need patch rights on workloads even for evictions; a Lease needs only
+// get/create/update on leases in one namespace, and its renewTime is a timestamp the API server
+// already models.
 
 // LastReloads reads when each workload ("namespace/Kind/name" keys, see Target.WorkloadKey) was
-// last acted on. A missing Lease is no entry, and so is one certdrift may not read (an RBAC
-// profile without repair): a dry run still shows its plan, and acting is then refused where it
-// matters, at the eviction or patch itself, with the missing permission named. Other errors are
-// returned.
-func LastReloads(ctx context.Context, c *kubeapi.Client, keys []string) (map[string]time.Time, error) {
+// last acted on, from the record Leases in leaseNS. A missing Lease is no entry, and so is one
+// certdrift may not read (an RBAC profile without repair), or no leaseNS at all: a dry run still
+// shows its plan, and acting is then refused before anything is disrupted, with the missing
+// namespace or permission named (CheckLeaseNamespace). Other errors are returned.
+func LastReloads(ctx context.Context, c *kubeapi.Client, leaseNS string, keys []string) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
+	if leaseNS == "" {
+		return out, nil
+	}
 	for _, k := range keys {
 		ns, workload, ok := strings.Cut(k, "/")
 		if !ok || !strings.Contains(workload, "/") {
 			continue
 		}
-		l, err := c.CoordinationV1().Leases(ns).Get(ctx, leaseName(workload), metav1.GetOptions{})
+		name := LeaseName(ns, workload)
+		l, err := c.CoordinationV1().Leases(leaseNS).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read reload cooldown lease %s/%s: %w", ns, leaseName(workload), err)
+			return nil, fmt.Errorf("read reload cooldown lease %s/%s of %s: %w", leaseNS, name, k, err)
 		}
 		if l.Spec.RenewTime != nil {
 			out[k] = l.Spec.RenewTime.Time

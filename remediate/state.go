@@ -2,18 +2,24 @@ package remediate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // What became of the last action on a workload is remembered beside its cooldown, in
-// annotations of the workload's reload Lease, so that every run of `audit --reload` and every
+// annotations of the workload's reload Lease (one per workload, all in certdrift's own
+// namespace: see LeaseName), so that every run of `audit --reload` and every
 // replica of `serve --remediate` (a new leader too) sees it. An action that disrupted the
 // workload and was not seen to work — its replacement never Ready, or Ready but not serving the
 // desired certificate, or its process stopped before it knew — blocks every further action on
@@ -99,37 +105,103 @@ func recordFromLease(l *coordv1.Lease) Record {
 	return r
 }
 
-// ReadRecord reads namespace/workload's reload Lease; ok is false when there is none.
-func ReadRecord(ctx context.Context, c *kubeapi.Client, namespace, workload string) (Record, bool, error) {
-	l, err := c.CoordinationV1().Leases(namespace).Get(ctx, leaseName(workload), metav1.GetOptions{})
+// All of certdrift's Leases live in its own namespace (the election Lease and one reload
+// record per workload), so that RBAC grants Leases there only: with records in each workload's
+// namespace, repair needed Lease writes cluster-wide, including kube-system's leader-election
+// Leases and kube-node-lease's node heartbeats (issue 16). Records an earlier version left in
+// workload namespaces are not read.
+
+// Labels and annotations naming the workload a record Lease is about, so that
+// `kubectl get lease -n <certdrift's namespace> -L certdrift.dev/workload-namespace,...` reads
+// without decoding names.
+const (
+	LabelComponent         = "app.kubernetes.io/component" // ComponentReloadRecord
+	ComponentReloadRecord  = "reload-record"
+	LabelWorkloadNamespace = "certdrift.dev/workload-namespace"
+	LabelWorkloadKind      = "certdrift.dev/workload-kind"
+	// A label is left out when its value could not be one (a name longer than 63);
+	// AnnWorkload always holds the whole key.
+	LabelWorkloadName = "certdrift.dev/workload-name"
+	AnnWorkload       = "certdrift.dev/workload" // "namespace/Kind/name"
+)
+
+// ErrNoLeaseNamespace: reload records cannot be kept without certdrift's namespace.
+var ErrNoLeaseNamespace = errors.New("no namespace for certdrift's reload record Leases (--reload-lease-namespace, --remediate-lease-namespace or $POD_NAMESPACE)")
+
+// maxLeaseName is a Lease name's limit (a DNS subdomain).
+const maxLeaseName = 253
+
+// LeaseName is the record Lease of namespace/workload ("Kind/name"):
+// "certdrift-reload.<namespace>.<kind>.<name>". Namespaces and kinds hold no dot, so the name
+// is unique per workload; a name longer than a Lease name may be is cut and given a hash of
+// the whole key, which keeps it unique and a valid DNS subdomain.
+func LeaseName(namespace, workload string) string {
+	kind, name, _ := strings.Cut(workload, "/")
+	n := "certdrift-reload." + namespace + "." + strings.ToLower(kind) + "." + name
+	if len(n) <= maxLeaseName {
+		return n
+	}
+	sum := sha256.Sum256([]byte(namespace + "/" + workload))
+	suffix := "-" + hex.EncodeToString(sum[:8])
+	// Each dot-separated part must end in a letter or digit: trim what the cut left dangling.
+	return strings.TrimRight(n[:maxLeaseName-len(suffix)], ".-") + suffix
+}
+
+func recordLabels(namespace, workload string) map[string]string {
+	kind, name, _ := strings.Cut(workload, "/")
+	l := map[string]string{"app.kubernetes.io/managed-by": "certdrift", LabelComponent: ComponentReloadRecord}
+	for k, v := range map[string]string{LabelWorkloadNamespace: namespace, LabelWorkloadKind: kind, LabelWorkloadName: name} {
+		if len(validation.IsValidLabelValue(v)) == 0 {
+			l[k] = v
+		}
+	}
+	return l
+}
+
+// ReadRecord reads namespace/workload's reload record from its Lease in leaseNS (certdrift's
+// namespace); ok is false when there is none.
+func ReadRecord(ctx context.Context, c *kubeapi.Client, leaseNS, namespace, workload string) (Record, bool, error) {
+	if leaseNS == "" {
+		return Record{}, false, ErrNoLeaseNamespace
+	}
+	name := LeaseName(namespace, workload)
+	l, err := c.CoordinationV1().Leases(leaseNS).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Record{}, false, nil
 	}
 	if err != nil {
-		return Record{}, false, fmt.Errorf("read reload lease %s/%s: %w", namespace, leaseName(workload), err)
+		return Record{}, false, fmt.Errorf("read reload lease %s/%s of %s/%s: %w", leaseNS, name, namespace, workload, err)
 	}
 	return recordFromLease(l), true, nil
 }
 
-// writeRecord stores r in namespace/workload's reload Lease, creating it when missing. The
-// cooldown (renewTime) moves only when r.At is set.
-func writeRecord(ctx context.Context, c *kubeapi.Client, namespace, workload string, r Record) error {
-	name := leaseName(workload)
-	leases := c.CoordinationV1().Leases(namespace)
+// writeRecord stores r in namespace/workload's reload Lease in leaseNS, creating it when
+// missing. The cooldown (renewTime) moves only when r.At is set.
+func writeRecord(ctx context.Context, c *kubeapi.Client, leaseNS, namespace, workload string, r Record) error {
+	if leaseNS == "" {
+		return ErrNoLeaseNamespace
+	}
+	name := LeaseName(namespace, workload)
+	leases := c.CoordinationV1().Leases(leaseNS)
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	create := apierrors.IsNotFound(err)
 	switch {
 	case create:
-		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "certdrift"}}}
+		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: leaseNS}}
 	case err != nil:
-		return fmt.Errorf("record reload of %s/%s in lease %s: %w", namespace, workload, name, err)
+		return fmt.Errorf("record reload of %s/%s in lease %s/%s: %w", namespace, workload, leaseNS, name, err)
+	}
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	for k, v := range recordLabels(namespace, workload) {
+		l.Labels[k] = v
 	}
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
 	a := l.Annotations
-	a["certdrift.dev/workload"] = workload
+	a[AnnWorkload] = namespace + "/" + workload
 	a[AnnOutcome], a[AnnOutcomeTime] = r.State, r.Since.UTC().Format(time.RFC3339Nano)
 	set := func(k, v string) {
 		if v == "" {
@@ -159,12 +231,32 @@ func writeRecord(ctx context.Context, c *kubeapi.Client, namespace, workload str
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: "certdrift"})
 	}
 	if err != nil {
-		return fmt.Errorf("record reload of %s/%s in lease %s: %w", namespace, workload, name, err)
+		return fmt.Errorf("record reload of %s/%s in lease %s/%s: %w", namespace, workload, leaseNS, name, err)
 	}
 	return nil
 }
 
-// ClearHint tells a person how to lift a block by hand.
-func ClearHint(namespace, workload string) string {
-	return fmt.Sprintf("kubectl -n %s annotate lease %s %s-", namespace, leaseName(workload), AnnOutcome)
+// ClearHint tells a person how to lift the block of namespace/workload by hand.
+func ClearHint(leaseNS, namespace, workload string) string {
+	return fmt.Sprintf("kubectl -n %s annotate lease %s %s-", leaseNS, LeaseName(namespace, workload), AnnOutcome)
+}
+
+// CheckLeaseNamespace makes sure a record Lease can be created in leaseNS, by a server-side
+// dry run, before anything is disrupted: an action whose cooldown and outcome cannot be
+// recorded must not start. A missing namespace or a missing permission is said in words.
+func CheckLeaseNamespace(ctx context.Context, c *kubeapi.Client, leaseNS string) error {
+	if leaseNS == "" {
+		return ErrNoLeaseNamespace
+	}
+	l := &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "certdrift-reload-check", Namespace: leaseNS}}
+	_, err := c.CoordinationV1().Leases(leaseNS).Create(ctx, l, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "certdrift"})
+	switch {
+	case err == nil || apierrors.IsAlreadyExists(err):
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("namespace %q for certdrift's reload record Leases does not exist: create it, or name certdrift's namespace with --reload-lease-namespace (serve: --remediate-lease-namespace): %w", leaseNS, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("may not create Leases in namespace %q, where certdrift keeps its reload records: grant get, create and update on leases (coordination.k8s.io) there (the repair profile does, in certdrift's own namespace): %w", leaseNS, err)
+	}
+	return fmt.Errorf("check that reload record Leases can be written in namespace %q: %w", leaseNS, err)
 }

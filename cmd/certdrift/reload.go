@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/audit"
@@ -38,8 +40,26 @@ type reloadFlags struct {
 	ReloadRefusalWait time.Duration `name:"reload-refusal-wait" default:"30s" env:"CERTDRIFT_RELOAD_REFUSAL_WAIT" help:"How long a refused eviction (PodDisruptionBudget) is retried, honouring Retry-After, before it is reported as refused."`
 	ReloadDrainWait   time.Duration `name:"reload-drain-wait" default:"5s" env:"CERTDRIFT_RELOAD_DRAIN_WAIT" help:"admin-quit: pause between /drain_listeners?graceful and /quitquitquit."`
 	ReloadExec        string        `name:"reload-exec" env:"CERTDRIFT_RELOAD_EXEC" help:"exec strategy: command run per Envoy, split on spaces, no shell; {envoy} and {admin} are replaced."`
+	// One namespace holds all of certdrift's Leases, whoever acts: an audit run from a laptop
+	// and serve --remediate in the cluster must share it to share cooldowns and blocks.
+	ReloadLeaseNamespace string `name:"reload-lease-namespace" env:"CERTDRIFT_RELOAD_LEASE_NAMESPACE" help:"Kubernetes mode: certdrift's own namespace, where each workload's reload record Lease (cooldown, last outcome) lives; the same as serve --remediate-lease-namespace (default: $POD_NAMESPACE, else certdrift)."`
 
 	state *reloadState `kong:"-"`
+}
+
+// defaultLeaseNamespace is where `audit --reload` keeps its records outside a pod: the namespace
+// the kustomize base installs certdrift into, and the one docs/operate.md installs the chart in.
+const defaultLeaseNamespace = "certdrift"
+
+// leaseNamespace is the flag's value, else $POD_NAMESPACE (an audit run as a Job), else certdrift.
+func (r *reloadFlags) leaseNamespace() string {
+	if r.ReloadLeaseNamespace != "" {
+		return r.ReloadLeaseNamespace
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return defaultLeaseNamespace
 }
 
 // reloadState is what the audit gathered, for planning and for the post-check.
@@ -63,6 +83,8 @@ func (r *reloadFlags) validate() error {
 		return errors.New("--reload-cooldown, --reload-refusal-wait and --reload-drain-wait must not be negative, --reload-timeout must be positive")
 	case r.ReloadStrategy == "exec" && strings.TrimSpace(r.ReloadExec) == "":
 		return errors.New("--reload-strategy exec needs --reload-exec")
+	case r.ReloadLeaseNamespace != "" && len(validation.IsDNS1123Label(r.ReloadLeaseNamespace)) > 0:
+		return fmt.Errorf("--reload-lease-namespace %q: not a namespace name", r.ReloadLeaseNamespace)
 	}
 	return nil
 }
@@ -122,11 +144,12 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 		// Counted like serve --remediate does; a one-shot audit has no /metrics to expose them on.
 		Metrics: newRepairMetrics()}
 	if kubeMode {
-		k, err := newKubeReload(ctx, st, log)
+		k, err := newKubeReload(ctx, st, r.leaseNamespace(), log)
 		if err != nil {
 			return noRun(fmt.Errorf("reload: %w", err))
 		}
 		defer k.close()
+		exe.LeaseNamespace = k.leaseNS
 		if err := k.prepare(ctx, report, &opt); err != nil {
 			return noRun(fmt.Errorf("reload: %w", err))
 		}

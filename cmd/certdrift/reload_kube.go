@@ -27,14 +27,16 @@ type kubeReload struct {
 	client  *kubeapi.Client
 	session *KubeSession
 	log     *slog.Logger
+	// leaseNS is certdrift's namespace, where the reload record Leases live.
+	leaseNS string
 }
 
-func newKubeReload(_ context.Context, st *reloadState, log *slog.Logger) (*kubeReload, error) {
+func newKubeReload(_ context.Context, st *reloadState, leaseNS string, log *slog.Logger) (*kubeReload, error) {
 	c, err := kubeapi.NewForConfig(st.rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return &kubeReload{st: st, client: c, log: log}, nil
+	return &kubeReload{st: st, client: c, log: log, leaseNS: leaseNS}, nil
 }
 
 func (k *kubeReload) close() {
@@ -45,7 +47,7 @@ func (k *kubeReload) close() {
 
 // prepare reads what planning needs from the cluster for each pod with a drift finding: its
 // owner (a ReplicaSet resolved to its Deployment), its strategy annotation, and its workload's
-// last reload (the cooldown Lease). The pods become the planner's inputs.
+// last reload (the cooldown Lease in certdrift's namespace). The pods become the planner's inputs.
 func (k *kubeReload) prepare(ctx context.Context, report audit.Report, opt *remediate.Options) error {
 	opt.Annotated = map[string]string{}
 	var keys, seen []string
@@ -83,7 +85,7 @@ func (k *kubeReload) prepare(ctx context.Context, report audit.Report, opt *reme
 			}
 		}
 	}
-	last, err := remediate.LastReloads(ctx, k.client, keys)
+	last, err := remediate.LastReloads(ctx, k.client, k.leaseNS, keys)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
@@ -53,6 +54,39 @@ func TestCheckConverged(t *testing.T) {
 				t.Errorf("%s: saw %q", tc.reason, saw)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Errorf("%s: err %v, want one mentioning %q", tc.reason, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestReloadLeaseNamespace: audit --reload keeps its records where serve --remediate does:
+// the flag, else the pod's namespace (an audit run as a Job), else certdrift (the namespace the
+// kustomize base and docs/operate.md install into). A value that cannot name a namespace is
+// refused before anything runs.
+func TestReloadLeaseNamespace(t *testing.T) {
+	cases := map[string]struct {
+		reason, flag, podNS, want, wantErr string
+	}{
+		"Flag":      {reason: "the flag wins", flag: "ops", podNS: "certdrift-a", want: "ops"},
+		"PodNS":     {reason: "run in a pod: its namespace", podNS: "certdrift-a", want: "certdrift-a"},
+		"Default":   {reason: "from a laptop: the install's namespace", want: "certdrift"},
+		"NotAName":  {reason: "not a namespace", flag: "Certdrift_NS", wantErr: "--reload-lease-namespace"},
+		"NotALabel": {reason: "namespaces hold no dots", flag: "a.b", wantErr: "not a namespace name"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", tc.podNS)
+			r := reloadFlags{Reload: true, ReloadBudget: 1, ReloadTimeout: time.Minute, ReloadLeaseNamespace: tc.flag}
+			err := r.validate()
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("%s: validate() = %v, want an error naming %q", tc.reason, err, tc.wantErr)
+				}
+			case err != nil:
+				t.Errorf("%s: validate() = %v", tc.reason, err)
+			case r.leaseNamespace() != tc.want:
+				t.Errorf("%s: lease namespace %q, want %q", tc.reason, r.leaseNamespace(), tc.want)
 			}
 		})
 	}

@@ -25,7 +25,7 @@ type remediateFlags struct {
 	Remediate               bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
 	RemediateDryRun         bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
 	RemediateLeaseName      string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on."`
-	RemediateLeaseNamespace string        `name:"remediate-lease-namespace" env:"CERTDRIFT_REMEDIATE_LEASE_NAMESPACE" help:"Namespace of the election Lease (default: $POD_NAMESPACE)."`
+	RemediateLeaseNamespace string        `name:"remediate-lease-namespace" env:"CERTDRIFT_REMEDIATE_LEASE_NAMESPACE" help:"certdrift's own namespace, where the election Lease and every workload's reload record Lease live; the same namespace as audit --reload-lease-namespace (default: $POD_NAMESPACE)."`
 	RemediateIdentity       string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
 	RemediateStrategy       string        `name:"remediate-strategy" default:"" enum:",evict,rollout-restart,admin-quit" env:"CERTDRIFT_REMEDIATE_STRATEGY" help:"Strategy for pods without a certdrift.dev/reload-strategy annotation (default: evict; rollout-restart for STALE_PROCESS)."`
 	RemediateBudget         int           `name:"remediate-budget" default:"1" env:"CERTDRIFT_REMEDIATE_BUDGET" help:"Most reload actions per round."`
@@ -53,7 +53,7 @@ func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
 		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
 		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
 	case f.RemediateLeaseNamespace == "":
-		return errors.New("--remediate needs --remediate-lease-namespace (or POD_NAMESPACE) for its election Lease")
+		return errors.New("--remediate needs --remediate-lease-namespace (or POD_NAMESPACE) for its election and reload record Leases")
 	case f.RemediateLeaseName == "":
 		return errors.New("--remediate-lease-name must not be empty")
 	case f.RemediateBudget < 0:
@@ -209,14 +209,15 @@ func (r *remediator) act(ctx context.Context, w remediate.Work) {
 		r.log.Error("remediate: options", "err", err)
 		return
 	}
-	k := &kubeReload{st: &reloadState{policy: policy, kopts: kopts}, client: r.client, session: r.x.kube, log: r.log}
+	k := &kubeReload{st: &reloadState{policy: policy, kopts: kopts}, client: r.client, session: r.x.kube, log: r.log,
+		leaseNS: f.RemediateLeaseNamespace}
 	opt := remediate.Options{Kubernetes: true, Strategy: remediate.Strategy(f.RemediateStrategy),
 		Budget: f.RemediateBudget, Cooldown: f.RemediateCooldown, Now: time.Now()}
 	if err := k.prepare(ctx, w.Report, &opt); err != nil {
 		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
 		return
 	}
-	exe := &remediate.Executor{Client: r.client, Log: r.log, Timeout: f.RemediateTimeout, RefusalWait: f.RemediateRefusalWait,
+	exe := &remediate.Executor{Client: r.client, LeaseNamespace: f.RemediateLeaseNamespace, Log: r.log, Timeout: f.RemediateTimeout, RefusalWait: f.RemediateRefusalWait,
 		DrainWait: f.RemediateDrainWait, Metrics: r.metrics}
 	if !f.RemediateDryRun {
 		exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin

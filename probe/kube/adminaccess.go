@@ -180,7 +180,8 @@ func (d *AdminDialer) OpenPort(ctx context.Context, t EnvoyTarget, port int, loc
 	switch d.opts.Mode {
 	case AdminDirect:
 		if err := directPossible(t, localhostOnly); err != nil {
-			return nil, fmt.Errorf("envoy admin of %s in direct mode: %w; use port-forward or auto", t.Key(), err)
+			return nil, notReached{fmt.Errorf("envoy admin of %s in direct mode: %w; use --admin-access=auto or port-forward, "+
+				"which needs create on pods/portforward in namespace %q (the chart's rbac.portForward)", t.Key(), err, t.Namespace)}
 		}
 		return d.directConn(t, port), nil
 	case AdminAuto:
@@ -199,6 +200,13 @@ func (d *AdminDialer) OpenPort(ctx context.Context, t EnvoyTarget, port int, loc
 	}
 	return c, nil
 }
+
+// notReached marks an admin that access could not reach at all (direct mode and a
+// localhost-only admin): the audit reports it UNREACHABLE, not as a malformed answer.
+type notReached struct{ error }
+
+func (e notReached) Unwrap() error   { return e.error }
+func (notReached) Unreachable() bool { return true }
 
 func directPossible(t EnvoyTarget, localhostOnly bool) error {
 	if localhostOnly {

@@ -56,6 +56,10 @@ func (e *PortForwardAccessError) Error() string {
 
 func (e *PortForwardAccessError) Unwrap() error { return e.Err }
 
+// Unreachable: the admin was never reached, so the audit reports it UNREACHABLE (with this
+// message naming the permission), not as a malformed answer (audit/envoy.go).
+func (e *PortForwardAccessError) Unreachable() bool { return true }
+
 func (d *AdminDialer) portForward(ctx context.Context, t EnvoyTarget, port int) (*AdminConn, error) {
 	s, err := d.acquire(ctx, t)
 	if err != nil {

@@ -254,8 +254,14 @@ func TestAdminAccess(t *testing.T) {
 		checkSnapshot(t, conn, set, "plain")
 		for _, owner := range []string{"ingress", "envoy-default-eg-1a2b3c4d"} {
 			_, err := d.Open(ctx, targets[owner])
-			if err == nil || !strings.Contains(err.Error(), "localhost only") || !strings.Contains(err.Error(), targets[owner].Key()) {
-				t.Errorf("direct Open of %s: %v, want an error naming the pod and localhost", owner, err)
+			if err == nil || !strings.Contains(err.Error(), "localhost only") || !strings.Contains(err.Error(), targets[owner].Key()) ||
+				!strings.Contains(err.Error(), "pods/portforward") {
+				t.Errorf("direct Open of %s: %v, want an error naming the pod, localhost and pods/portforward", owner, err)
+			}
+			// The audit reports it UNREACHABLE, not as a malformed answer.
+			var u interface{ Unreachable() bool }
+			if !errors.As(err, &u) || !u.Unreachable() {
+				t.Errorf("direct Open of %s: %v is not marked unreachable", owner, err)
 			}
 		}
 	})
@@ -305,6 +311,10 @@ func TestAdminAccessWithoutPortForwardRBAC(t *testing.T) {
 		var pfErr *PortForwardAccessError
 		if !errors.As(err, &pfErr) || pfErr.Namespace != set.ns || pfErr.Pod != targets[owner].Pod {
 			t.Fatalf("Open %s without pods/portforward: %v, want a PortForwardAccessError for %s/%s", owner, err, set.ns, targets[owner].Pod)
+		}
+		var u interface{ Unreachable() bool }
+		if !errors.As(err, &u) || !u.Unreachable() {
+			t.Errorf("Open %s without pods/portforward: %v is not marked unreachable", owner, err)
 		}
 		for _, s := range []string{"pods/portforward", `namespace "` + set.ns + `"`, "create"} {
 			if !strings.Contains(err.Error(), s) {

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/certdrift/certdrift/test/testbed"
 )
 
@@ -25,6 +28,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "testbed started in %s\n", tb.StartDuration.Round(10*time.Millisecond))
+	// certdrift's own namespace, as an install creates it: `audit --reload --yes` keeps its
+	// reload records there (its default --reload-lease-namespace) and acts on nothing without it.
+	if _, err := tb.Client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "certdrift"}}, metav1.CreateOptions{}); err != nil {
+		fmt.Fprintf(os.Stderr, "create namespace certdrift: %v\n", err)
+		tb.Stop()
+		os.Exit(1)
+	}
 	code := m.Run()
 	if code != 0 {
 		tb.DumpLogs(os.Stderr, 40)

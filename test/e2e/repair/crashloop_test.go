@@ -142,12 +142,20 @@ func crashLoopSetup(ctx context.Context, t *testing.T, tb *testbed.Testbed) (key
 	return keys, fix
 }
 
-// lease reads the workload's reload Lease annotations.
-func reloadLease(ctx context.Context, t *testing.T, tb *testbed.Testbed) map[string]string {
+// reloadLeaseName is the static-tls Deployment's reload record Lease.
+const reloadLeaseName = "certdrift-reload.static-tls.deployment.envoy"
+
+// reloadLease reads the workload's reload Lease annotations from leaseNS, certdrift's namespace
+// (audit: auditLeaseNS; serve: the --remediate-lease-namespace startServe passes), and checks that
+// nothing was written in the workload's namespace.
+func reloadLease(ctx context.Context, t *testing.T, tb *testbed.Testbed, leaseNS string) map[string]string {
 	t.Helper()
-	l, err := tb.Client.CoordinationV1().Leases("static-tls").Get(ctx, "certdrift-reload-deployment-envoy", metav1.GetOptions{})
+	l, err := tb.Client.CoordinationV1().Leases(leaseNS).Get(ctx, reloadLeaseName, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("reload lease: %v", err)
+		t.Fatalf("reload lease %s/%s: %v", leaseNS, reloadLeaseName, err)
+	}
+	if ls, err := tb.Client.CoordinationV1().Leases("static-tls").List(ctx, metav1.ListOptions{}); err != nil || len(ls.Items) > 0 {
+		t.Errorf("Leases in the workload's namespace static-tls: %d (%v), want none", len(ls.Items), err)
 	}
 	return l.Annotations
 }
@@ -199,7 +207,7 @@ func TestCrashLoopingReplacementAudit(t *testing.T) {
 			t.Errorf("run %d: exit %d, want 3 (blocked)\n%s", i, r.code, r.out)
 		}
 		for _, res := range r.reload {
-			if res.Reason != "replacement_not_ready" || !strings.Contains(res.Detail, "kubectl -n static-tls annotate lease") {
+			if res.Reason != "replacement_not_ready" || !strings.Contains(res.Detail, "kubectl -n "+auditLeaseNS+" annotate lease "+reloadLeaseName) {
 				t.Errorf("run %d: blocked skip with reason %q, detail %q: want replacement_not_ready and how to clear it", i, res.Reason, res.Detail)
 			}
 		}
@@ -211,7 +219,7 @@ func TestCrashLoopingReplacementAudit(t *testing.T) {
 	if n, warn := events(ctx, t, tb, "CertdriftReloadUnverified"); n != 1 || !warn {
 		t.Errorf("%d CertdriftReloadUnverified events (all Warnings: %v), want 1 Warning", n, warn)
 	}
-	ann := reloadLease(ctx, t, tb)
+	ann := reloadLease(ctx, t, tb, auditLeaseNS)
 	if ann["certdrift.dev/last-outcome"] != "failed" || ann["certdrift.dev/last-reason"] != "replacement_not_ready" {
 		t.Errorf("reload lease annotations %v: want last-outcome failed, last-reason replacement_not_ready", ann)
 	}
@@ -245,7 +253,7 @@ func TestCrashLoopingReplacementAudit(t *testing.T) {
 	if r.code != 0 || len(r.findings) != 0 {
 		t.Fatalf("after the repair: exit %d with %d findings, want clean\n%s", r.code, len(r.findings), r.out)
 	}
-	if ann := reloadLease(ctx, t, tb); ann["certdrift.dev/last-outcome"] != "done" {
+	if ann := reloadLease(ctx, t, tb, auditLeaseNS); ann["certdrift.dev/last-outcome"] != "done" {
 		t.Errorf("reload lease annotations %v after the repair: want last-outcome done", ann)
 	}
 }
@@ -330,7 +338,7 @@ func TestCrashLoopingReplacementServe(t *testing.T) {
 	if n, warn := events(ctx, t, tb, "CertdriftReloadUnverified"); n != 1 || !warn {
 		t.Errorf("%d CertdriftReloadUnverified events (all Warnings: %v), want 1 Warning", n, warn)
 	}
-	if ann := reloadLease(ctx, t, tb); ann["certdrift.dev/last-outcome"] != "failed" || ann["certdrift.dev/last-reason"] != "replacement_not_ready" {
+	if ann := reloadLease(ctx, t, tb, serveLeaseNS); ann["certdrift.dev/last-outcome"] != "failed" || ann["certdrift.dev/last-reason"] != "replacement_not_ready" {
 		t.Errorf("reload lease annotations %v: want last-outcome failed, last-reason replacement_not_ready", ann)
 	}
 
@@ -356,7 +364,7 @@ func TestCrashLoopingReplacementServe(t *testing.T) {
 		t.Fatalf("rollout restart: %v\n%s", err, out)
 	}
 	waitMetrics(ctx, t, b, "block lifted once healthy", 4*time.Minute, func(_ map[string]float64, bl []string) bool {
-		return len(bl) == 0 && reloadLease(ctx, t, tb)["certdrift.dev/last-outcome"] == "recovered"
+		return len(bl) == 0 && reloadLease(ctx, t, tb, serveLeaseNS)["certdrift.dev/last-outcome"] == "recovered"
 	})
 	if n, _ := events(ctx, t, tb, "CertdriftReloadRecovered"); n != 1 {
 		t.Errorf("%d CertdriftReloadRecovered events, want 1", n)

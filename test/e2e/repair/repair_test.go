@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -71,10 +72,23 @@ type run struct {
 	out      string
 }
 
+// certdrift keeps its reload records in its own namespace: audit --reload's default, and the
+// namespace serve --remediate is given here (as $POD_NAMESPACE would be in a pod).
+const (
+	auditLeaseNS = "certdrift"
+	serveLeaseNS = "default"
+)
+
 func audit(t *testing.T, tb *testbed.Testbed, keys [][]byte, extra ...string) run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	// The namespace an install of certdrift creates; audit --reload --yes refuses to act
+	// without it (its records could not be kept).
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: auditLeaseNS}}
+	if _, err := tb.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", auditLeaseNS, err)
+	}
 	args := append([]string{"audit", "--kubeconfig", tb.KubeconfigPath, "--namespace", "plain-sds,static-tls",
 		"--grace", grace.String(), "-o", "json"}, extra...)
 	res, err := cdbin.Run(ctx, certdriftBin, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, args...)

@@ -35,7 +35,7 @@ func startServe(t *testing.T, tb *testbed.Testbed, name string, extra ...string)
 	addr := proc.FreeAddr(t)
 	args := []string{"serve", "--kubeconfig", tb.KubeconfigPath, "--namespace", "static-tls", "--grace", grace.String(),
 		"--interval", "2s", "--web.listen-address", addr,
-		"--remediate", "--remediate-lease-namespace", "default", "--remediate-budget", "5",
+		"--remediate", "--remediate-lease-namespace", serveLeaseNS, "--remediate-budget", "5",
 		"--remediate-lease-duration", "6s", "--remediate-identity", name}
 	args = append(args, extra...)
 	cmd := exec.Command(certdriftBin, args...)

@@ -63,12 +63,11 @@ app.kubernetes.io/part-of: certdrift
 
 {{/*
 Read-only rules, identical to deploy/kustomize/base/rbac-readonly.yaml (deploy/helm_test.go
-compares them):
+compares them, and docs/operate.md's RBAC table against them):
 - secrets, configmaps: the desired certificates and CA bundles;
 - pods: the Envoys, their volumes and owners;
-- replicasets get: to name a pod's Deployment (pod -> ReplicaSet -> Deployment);
-- pods/portforward create: to reach an Envoy admin bound to localhost (--admin-access
-  port-forward or auto), the one non-read verb.
+- replicasets get: to name a pod's Deployment (pod -> ReplicaSet -> Deployment).
+Nothing here can change anything or reach into a pod.
 */}}
 {{- define "certdrift.readonlyRules" -}}
 - apiGroups: [""]
@@ -77,6 +76,14 @@ compares them):
 - apiGroups: [apps]
   resources: [replicasets]
   verbs: [get]
+{{- end -}}
+
+{{/*
+Port-forward (rbac.portForward), identical to deploy/kustomize/components/port-forward: to reach
+an Envoy admin bound to the pod's localhost. This is write access: a port-forward reaches every
+port of every pod where it is granted, an Envoy admin's POST /quitquitquit included.
+*/}}
+{{- define "certdrift.portforwardRules" -}}
 - apiGroups: [""]
   resources: [pods/portforward]
   verbs: [create]
@@ -85,7 +92,8 @@ compares them):
 {{/*
 Repair rules, identical to deploy/kustomize/overlays/repair/rbac-repair.yaml: evict through the
 Eviction API (PodDisruptionBudgets are honoured), or patch the owner's pod template
-(rollout-restart), and record an Event per action. Nothing here can create or delete pods.
+(rollout-restart; the ValidatingAdmissionPolicy in repair-policy.yaml refuses any other change),
+and record an Event per action. Nothing here can create or delete pods.
 */}}
 {{- define "certdrift.repairRules" -}}
 - apiGroups: [""]
@@ -97,10 +105,133 @@ Eviction API (PodDisruptionBudgets are honoured), or patch the owner's pod templ
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
-# The reload cooldown of each workload is a Lease in the workload's namespace (remediate).
+{{- end -}}
+
+{{/*
+Leases, only in certdrift's own namespace: the election Lease of serve --remediate and every
+workload's reload record (cooldown, last outcome; remediate/state.go).
+*/}}
+{{- define "certdrift.leasesRules" -}}
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, create, update]
+{{- end -}}
+
+{{/*
+Where each grant applies, as JSON: {"cluster": true} or {"namespaces": [...]}. The template
+guards here fail the render on contradictory values instead of granting more than asked.
+*/}}
+{{- define "certdrift.portForwardScope" -}}
+{{- $pf := .Values.rbac.portForward -}}
+{{- $namespaced := eq .Values.rbac.profile "namespaced" -}}
+{{- if not $pf.enabled -}}
+{{- if or $pf.namespaces $pf.clusterWide -}}
+{{- fail "rbac.portForward.namespaces/clusterWide are set but rbac.portForward.enabled is false" -}}
+{{- end -}}
+{{- dict | toJson -}}
+{{- else if $pf.clusterWide -}}
+{{- if or $namespaced $pf.namespaces -}}
+{{- fail "rbac.portForward.clusterWide grants port-forward in every namespace: not with the namespaced profile, nor with rbac.portForward.namespaces" -}}
+{{- end -}}
+{{- dict "cluster" true | toJson -}}
+{{- else if $pf.namespaces -}}
+{{- if $namespaced -}}
+{{- range $pf.namespaces -}}
+{{- if not (has . $.Values.rbac.namespaces) -}}
+{{- fail (printf "rbac.portForward.namespaces: %s is not in rbac.namespaces" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- dict "namespaces" $pf.namespaces | toJson -}}
+{{- else if $namespaced -}}
+{{- dict "namespaces" .Values.rbac.namespaces | toJson -}}
+{{- else -}}
+{{- fail "rbac.portForward.enabled with the cluster-readonly profile needs rbac.portForward.namespaces (where Envoy admins listen on localhost only), or rbac.portForward.clusterWide=true: port-forward is write access to every pod where it is granted" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "certdrift.repairScope" -}}
+{{- $r := .Values.repair -}}
+{{- $namespaced := eq .Values.rbac.profile "namespaced" -}}
+{{- if not $r.enabled -}}
+{{- if $r.namespaces -}}
+{{- fail "repair.namespaces is set but repair.enabled is false" -}}
+{{- end -}}
+{{- dict | toJson -}}
+{{- else if $r.namespaces -}}
+{{- if $namespaced -}}
+{{- range $r.namespaces -}}
+{{- if not (has . $.Values.rbac.namespaces) -}}
+{{- fail (printf "repair.namespaces: %s is not in rbac.namespaces (certdrift does not audit it)" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- dict "namespaces" $r.namespaces | toJson -}}
+{{- else if $namespaced -}}
+{{- dict "namespaces" .Values.rbac.namespaces | toJson -}}
+{{- else -}}
+{{- dict "cluster" true | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+One grant: the rules of "certdrift.<name>Rules" as a ClusterRole and ClusterRoleBinding when
+scope.cluster, else as a Role and RoleBinding in each of scope.namespaces.
+*/}}
+{{- define "certdrift.grant" -}}
+{{- $root := .root -}}
+{{- $name := printf "%s-%s" (include "certdrift.fullname" $root) .name -}}
+{{- $rules := include (printf "certdrift.%sRules" .name) $root -}}
+{{- if .scope.cluster }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "certdrift.labels" $root | nindent 4 }}
+rules:
+  {{- $rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "certdrift.labels" $root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $name }}
+subjects:
+  {{- include "certdrift.subjects" $root | nindent 2 }}
+{{- end }}
+{{- range .scope.namespaces }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}
+  namespace: {{ . }}
+  labels:
+    {{- include "certdrift.labels" $root | nindent 4 }}
+rules:
+  {{- $rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}
+  namespace: {{ . }}
+  labels:
+    {{- include "certdrift.labels" $root | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}
+subjects:
+  {{- include "certdrift.subjects" $root | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "certdrift.subjects" -}}
@@ -156,4 +287,72 @@ relabelings:
 metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/*
+The restart-only policy's variables and validations (repair-policy.yaml). CEL cannot iterate the
+fields of a typed object, but dyn() makes the checker treat it as a map, and at run time the API
+server's object values are maps of their set fields: so every field is compared, fields added by
+later API versions too, except the one the restart sets. metadata is compared by field (labels,
+annotations, owners, finalizers) because the server itself moves generation, resourceVersion and
+managedFields on every write.
+*/}}
+{{- define "certdrift.restartOnlyPolicy" -}}
+variables:
+  - name: restartedAt
+    expression: '"kubectl.kubernetes.io/restartedAt"'
+  - name: spec
+    expression: dyn(object.spec)
+  - name: oldSpec
+    expression: dyn(oldObject.spec)
+  - name: template
+    expression: dyn(object.spec.template)
+  - name: oldTemplate
+    expression: dyn(oldObject.spec.template)
+  - name: templateMeta
+    expression: variables.template.?metadata.orValue({})
+  - name: oldTemplateMeta
+    expression: variables.oldTemplate.?metadata.orValue({})
+  - name: annotations
+    expression: variables.templateMeta.?annotations.orValue({})
+  - name: oldAnnotations
+    expression: variables.oldTemplateMeta.?annotations.orValue({})
+validations:
+  - expression: >-
+      variables.spec.all(k, k == "template" || (k in variables.oldSpec && variables.spec[k] == variables.oldSpec[k])) &&
+      variables.oldSpec.all(k, k in variables.spec)
+    messageExpression: >-
+      "certdrift may only restart " + request.kind.kind + " " + object.metadata.name +
+      " (pod template annotation kubectl.kubernetes.io/restartedAt): its spec (replicas, selector, strategy, ...) must not change"
+    reason: Forbidden
+  - expression: >-
+      variables.template.all(k, k == "metadata" || (k in variables.oldTemplate && variables.template[k] == variables.oldTemplate[k])) &&
+      variables.oldTemplate.all(k, k in variables.template)
+    messageExpression: >-
+      "certdrift may only restart " + request.kind.kind + " " + object.metadata.name +
+      " (pod template annotation kubectl.kubernetes.io/restartedAt): its pod spec (containers, images, volumes, ...) must not change"
+    reason: Forbidden
+  - expression: >-
+      variables.templateMeta.all(k, k == "annotations" || (k in variables.oldTemplateMeta && variables.templateMeta[k] == variables.oldTemplateMeta[k])) &&
+      variables.oldTemplateMeta.all(k, k == "annotations" || k in variables.templateMeta)
+    messageExpression: >-
+      "certdrift may only restart " + request.kind.kind + " " + object.metadata.name +
+      " (pod template annotation kubectl.kubernetes.io/restartedAt): its pod template labels must not change"
+    reason: Forbidden
+  - expression: >-
+      variables.annotations.all(k, k == variables.restartedAt || (k in variables.oldAnnotations && variables.annotations[k] == variables.oldAnnotations[k])) &&
+      variables.oldAnnotations.all(k, k in variables.annotations)
+    messageExpression: >-
+      "certdrift may only restart " + request.kind.kind + " " + object.metadata.name +
+      ": of its pod template annotations only kubectl.kubernetes.io/restartedAt may be set or changed"
+    reason: Forbidden
+  - expression: >-
+      object.metadata.?labels == oldObject.metadata.?labels &&
+      object.metadata.?annotations == oldObject.metadata.?annotations &&
+      object.metadata.?ownerReferences == oldObject.metadata.?ownerReferences &&
+      object.metadata.?finalizers == oldObject.metadata.?finalizers
+    messageExpression: >-
+      "certdrift may only restart " + request.kind.kind + " " + object.metadata.name +
+      " (pod template annotation kubectl.kubernetes.io/restartedAt): its labels, annotations, owners and finalizers must not change"
+    reason: Forbidden
 {{- end -}}
