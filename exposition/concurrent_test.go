@@ -19,7 +19,7 @@ import (
 
 // TestStoreConcurrentUse drives the Store the way certdrift serve does, all at once: rounds
 // (Record), informer events between rounds (UpdateDesired), self-health (ConfigReloaded,
-// KubernetesRequestError) and scrapes of both paths (cached text, and the registry behind the
+// KubernetesRequest) and scrapes of both paths (cached text, and the registry behind the
 // protobuf fallback). Under `make race` the race detector checks the locking; without it, every
 // scrape must still succeed and, once the writers stop, the cached text must hold what promhttp
 // renders from the store, as after sequential use.
@@ -62,7 +62,7 @@ func TestStoreConcurrentUse(t *testing.T) {
 	writers.Go(func() {
 		for i := range rounds {
 			s.ConfigReloaded(i%3 != 0, t0.Add(time.Duration(i)*time.Second))
-			s.KubernetesRequestError("503")
+			s.KubernetesRequest("503")
 			_ = s.Ready()
 		}
 	})
@@ -97,6 +97,6 @@ func TestStoreConcurrentUse(t *testing.T) {
 		t.Errorf("after concurrent use the cached text differs from the registry (-registry +cached):\n%s", diff)
 	}
 	if wantErrs := fmt.Sprintf(`certdrift_kubernetes_request_errors_total{code="503"} %d`, rounds); !strings.Contains(got, wantErrs+"\n") {
-		t.Errorf("scrape after %d concurrent KubernetesRequestError calls lacks %q", rounds, wantErrs)
+		t.Errorf("scrape after %d concurrent KubernetesRequest(503) calls lacks %q", rounds, wantErrs)
 	}
 }
