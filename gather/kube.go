@@ -156,7 +156,7 @@ func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt Ku
 		return audit.Inputs{}, err
 	}
 	defer s.Close()
-	return s.Gather(ctx), nil
+	return s.Gather(ctx, Fleet), nil
 }
 
 // Gather observes the three views in the cluster as they are now: Secrets from the inventory
@@ -165,17 +165,16 @@ func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt Ku
 // and ConfigMaps that pods mount or name (or that pairings name) but the informers do not watch
 // are read by name (kube.Inventory.Fetch): a trust bundle in an Opaque Secret or a ConfigMap is
 // desired too. Handshakes do not depend on the admin: without it the ports come from the pod
-// spec. Like the local Gather it records what could not be observed in the inputs instead of
-// failing.
-func (s *Session) Gather(ctx context.Context) audit.Inputs {
+// spec. Like Local it records what could not be observed in the inputs instead of failing. sc
+// narrows the round (see Scope); the shard (KubeOptions.Shard) applies within it.
+func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 	opt, log := s.opt, s.opt.Log
 	inv := s.inv.Snapshot()
 	snap := s.disc.Targets(ctx)
-	snap.Targets = shardTargets(snap.Targets, opt.Shard)
+	snap.Targets = scopeTargets(shardTargets(snap.Targets, opt.Shard), sc)
 	for _, e := range snap.Errors {
 		log.Warn("envoy discovery", "source", e.Source, "err", e.Err)
 	}
-	log.Info("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
 
 	admins := make([]*envoystate.Snapshot, len(snap.Targets))
 	forEach(len(snap.Targets), opt.Concurrency, func(i int) {
@@ -189,7 +188,10 @@ func (s *Session) Gather(ctx context.Context) audit.Inputs {
 	})
 	s.dialer.CloseIdle()
 
-	extra := s.inv.Fetch(ctx, unwatchedRefs(inv, snap.Targets, admins, opt.PairingSources))
+	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
+	inv = scopeDesired(inv, sc, refs)
+	log.Info("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
+	extra := s.inv.Fetch(ctx, unwatchedRefs(inv, refs))
 	if n := len(extra.Secrets) + len(extra.ConfigMaps); n > 0 {
 		log.Debug("mounted sources read by name", "sources", n)
 	}
@@ -226,20 +228,14 @@ func (s *Session) Gather(ctx context.Context) audit.Inputs {
 	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views}
 }
 
-// unwatchedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation, SDS
-// names) or that pairings name, and that the inventory's snapshot does not hold.
-func unwatchedRefs(inv kube.Snapshot, targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, PairingSources []string) []kube.SourceRef {
-	have := make(map[string]bool, len(inv.Secrets)+len(inv.ConfigMaps))
-	for _, s := range inv.Secrets {
-		have[kube.SecretSourceName(s.Namespace, s.Name)] = true
-	}
-	for _, c := range inv.ConfigMaps {
-		have[kube.ConfigMapSourceName(c.Namespace, c.Name)] = true
-	}
+// referencedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation,
+// SDS names) or that pairings name, each once.
+func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, pairingSources []string) []kube.SourceRef {
 	var out []kube.SourceRef
+	seen := map[kube.SourceRef]bool{}
 	add := func(r kube.SourceRef) {
-		if src := r.Source(); !have[src] {
-			have[src] = true
+		if !seen[r] {
+			seen[r] = true
 			out = append(out, r)
 		}
 	}
@@ -248,9 +244,27 @@ func unwatchedRefs(inv kube.Snapshot, targets []kube.EnvoyTarget, admins []*envo
 			add(r)
 		}
 	}
-	for _, src := range PairingSources {
+	for _, src := range pairingSources {
 		if r, ok := kube.ParseSourceName(src); ok {
 			add(r)
+		}
+	}
+	return out
+}
+
+// unwatchedRefs are the refs that the inventory's snapshot does not hold.
+func unwatchedRefs(inv kube.Snapshot, refs []kube.SourceRef) []kube.SourceRef {
+	have := make(map[kube.SourceRef]bool, len(inv.Secrets)+len(inv.ConfigMaps))
+	for _, s := range inv.Secrets {
+		have[kube.SourceRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] = true
+	}
+	for _, c := range inv.ConfigMaps {
+		have[kube.SourceRef{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] = true
+	}
+	var out []kube.SourceRef
+	for _, r := range refs {
+		if !have[r] {
+			out = append(out, r)
 		}
 	}
 	return out

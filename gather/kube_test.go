@@ -80,7 +80,7 @@ func TestUnwatchedRefs(t *testing.T) {
 		{Namespace: "istio-system", Pod: "gw"},
 	}
 	admins := []*envoystate.Snapshot{nil, nil, {Secrets: []envoystate.Secret{{Name: "kubernetes://gw-cacert", HasValidation: true}}}}
-	got := unwatchedRefs(inv, targets, admins, []string{"a/web-tls", "configmap:b/peer-bundle", "not a source"})
+	got := unwatchedRefs(inv, referencedRefs(targets, admins, []string{"a/web-tls", "configmap:b/peer-bundle", "not a source"}))
 	want := []kube.SourceRef{
 		{Kind: "Secret", Namespace: "a", Name: "web-ca"}, {Kind: "ConfigMap", Namespace: "a", Name: "bundle"},
 		{Kind: "Secret", Namespace: "istio-system", Name: "gw"}, {Kind: "Secret", Namespace: "istio-system", Name: "gw-cacert"},

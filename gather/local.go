@@ -36,8 +36,10 @@ type Options struct {
 // and a handshake per endpoint and SNI — and returns them as audit inputs. It never fails as a
 // whole: whatever could not be observed is recorded in the inputs (Observation.Err, Snapshot
 // errors, Result.Err) so that the audit reports it as a finding instead of hiding the rest.
-// It is shared by `certdrift audit` and the exporter's probe loop.
-func Local(ctx context.Context, cfg *config.Config, opt Options) audit.Inputs {
+// It is shared by `certdrift audit` and the exporter's probe loop. sc keeps one Envoy (OneEnvoy);
+// every desired source is read whatever the scope, as the files have no namespace.
+func Local(ctx context.Context, cfg *config.Config, sc Scope, opt Options) audit.Inputs {
+	cfg = scopeConfig(cfg, sc)
 	if opt.Concurrency < 1 {
 		opt.Concurrency = 1
 	}

@@ -75,7 +75,7 @@ func TestGather(t *testing.T) {
 			}}},
 		},
 	}
-	in := Local(context.Background(), cfg, Options{Timeout: 3 * time.Second, Concurrency: 2})
+	in := Local(context.Background(), cfg, Fleet, Options{Timeout: 3 * time.Second, Concurrency: 2})
 
 	if in.Config != cfg {
 		t.Errorf("Inputs.Config is not the config gathered from")

@@ -88,7 +88,7 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 	}
 
 	start := time.Now()
-	in := gather.Local(ctx, cfg, gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
+	in := gather.Local(ctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
 	c.reloadFlags.state = &reloadState{in: in, policy: policy, cfg: cfg, gopts: gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log}}
 	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
 }

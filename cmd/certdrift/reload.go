@@ -293,6 +293,6 @@ func short(fp string) string {
 func (st *reloadState) verifyLocal(ctx context.Context, _ remediate.Action, envoys []string) (string, error) {
 	cfg := *st.cfg
 	cfg.Envoys = slices.DeleteFunc(slices.Clone(cfg.Envoys), func(e config.Envoy) bool { return !slices.Contains(envoys, e.Name) })
-	in := gather.Local(ctx, &cfg, st.gopts)
+	in := gather.Local(ctx, &cfg, gather.Fleet, st.gopts)
 	return checkConverged(in, audit.Run(in, st.policy, time.Now()), envoys)
 }

@@ -132,7 +132,7 @@ func (k *kubeReload) startSession(ctx context.Context) error {
 
 // verify observes the cluster again and checks the given pods serve their desired certificates.
 func (k *kubeReload) verify(ctx context.Context, _ remediate.Action, pods []string) (string, error) {
-	in := k.session.Gather(ctx)
+	in := k.session.Gather(ctx, gather.Fleet)
 	rep := audit.Run(in, k.st.policy, time.Now())
 	return checkConverged(in, rep, pods)
 }

@@ -475,7 +475,7 @@ func (x *exporter) runRound(ctx context.Context) {
 	policy := x.policy()
 	var r exposition.Round
 	if x.kube != nil {
-		in := x.kube.Gather(rctx)
+		in := x.kube.Gather(rctx, gather.Fleet)
 		if cfg := x.cfg.Load(); cfg != nil {
 			in.Config.Pairings = cfg.Pairings
 		}
@@ -484,7 +484,7 @@ func (x *exporter) runRound(ctx context.Context) {
 			SourcesUp: map[string]bool{"kubernetes": inv.Synced() && len(inv.Errors()) == 0}}
 	} else {
 		cfg := x.cfg.Load()
-		in := gather.Local(rctx, cfg, gather.Options{Timeout: policy.Timeout.D(), Concurrency: x.c.Concurrency, Log: x.log, Admins: &x.admins})
+		in := gather.Local(rctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: x.c.Concurrency, Log: x.log, Admins: &x.admins})
 		filesUp := true
 		for _, o := range in.Desired {
 			filesUp = filesUp && o.Err == nil
