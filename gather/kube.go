@@ -6,23 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/audit"
+	"github.com/certdrift/certdrift/audit/bind"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"
 )
-
-// maxFallbackSNIs bounds the SNIs taken from a desired certificate's DNS names when neither the
-// pod nor Envoy's listeners name any: a certificate may carry hundreds.
-const maxFallbackSNIs = 8
 
 // KubeOptions bound a Session.
 type KubeOptions struct {
@@ -196,33 +191,18 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 		log.Debug("mounted sources read by name", "sources", n)
 	}
 	desired := slices.Concat(inv.Observations(), extra.Observations())
-	keys := kube.KeysOf(inv, extra)
-	leaves := desiredNames(desired)
-	lookup := secretLookup(desired)
+	keys := bind.KeysOf(inv, extra)
+	leaves := bind.DesiredNames(desired)
+	lookup := bind.Lookup(desired)
 	envoys := make([]config.Envoy, len(snap.Targets))
 	views := make([]audit.EnvoyView, len(snap.Targets))
 	for i, t := range snap.Targets {
-		pb := kube.Bind(t, keys)
-		e := pb.Envoy
-		admin := admins[i]
-		if admin != nil {
-			e.Admin = admin.AdminURL
-			// What Envoy reports loading comes first: the audit keeps the first path it is given
-			// for a Secret, and the reported path is the one /certs and the listeners name. SDS
-			// names (Istio kubernetes://, Envoy Gateway ns/name) come next, the spec, then the
-			// trust bundles SDS names resolve to (Istio -cacert), last.
-			sds, trust := kube.SDSBindings(t, admin, lookup)
-			var trustBindings []config.Binding
-			for _, tb := range trust {
-				log.Debug("envoy trust bundle", "envoy", t.Key(), "sds_secret", tb.Secret, "source", tb.Source, "missing", tb.Missing)
-				trustBindings = append(trustBindings, tb.Binding(t))
-			}
-			e.Bindings = slices.Concat(kube.LoadedBindings(t, keys, admin), sds, e.Bindings, trustBindings)
+		p := bind.Pod(t, admins[i], keys, lookup, leaves)
+		for _, tb := range p.Trust {
+			log.Debug("envoy trust bundle", "envoy", t.Key(), "sds_secret", tb.Secret, "source", tb.Source, "missing", tb.Missing)
 		}
-		e.Endpoints = kube.ProbeEndpoints(t, admin)
-		fillSNIs(e.Endpoints, e.Bindings, leaves)
-		envoys[i] = e
-		views[i] = audit.EnvoyView{Config: e, Admin: admin, Pod: podContext(t, pb.Risks)}
+		envoys[i] = p.Envoy
+		views[i] = audit.EnvoyView{Config: p.Envoy, Admin: admins[i], Pod: podContext(t, p.Risks)}
 	}
 	probeEndpoints(ctx, envoys, views, opt.Options, log)
 	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views}
@@ -240,7 +220,7 @@ func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, p
 		}
 	}
 	for i, t := range targets {
-		for _, r := range slices.Concat(kube.MountedRefs(t), kube.SDSRefs(t, admins[i])) {
+		for _, r := range slices.Concat(kube.MountedRefs(t), bind.SDSRefs(t, admins[i])) {
 			add(r)
 		}
 	}
@@ -285,7 +265,7 @@ func shardTargets(ts []kube.EnvoyTarget, keep func(namespace, pod string) bool) 
 }
 
 // podContext is what the audit needs of a pod beyond its views.
-func podContext(t kube.EnvoyTarget, risks []kube.MountRisk) *audit.PodContext {
+func podContext(t kube.EnvoyTarget, risks []bind.MountRisk) *audit.PodContext {
 	pc := &audit.PodContext{Namespace: t.Namespace, Pod: t.Pod, StartedAt: t.StartTime, NoHotReload: t.NoHotReload}
 	if t.Owner.Kind != "" {
 		pc.Workload = t.Owner.Kind + "/" + t.Owner.Name
@@ -325,45 +305,6 @@ func snapshotPod(ctx context.Context, d *kube.AdminDialer, t kube.EnvoyTarget, t
 	return s
 }
 
-// secretLookup answers whether the desired view holds a Secret and whether it carries a CA
-// bundle, for resolving SDS names (Istio's -cacert rule needs the latter).
-func secretLookup(obs []files.Observation) kube.SecretLookup {
-	type info struct{ hasCA bool }
-	m := make(map[string]info, len(obs))
-	for _, o := range obs {
-		if strings.HasPrefix(o.Source.Name, "configmap:") {
-			continue
-		}
-		i := m[o.Source.Name]
-		for _, it := range o.Items {
-			i.hasCA = i.hasCA || len(it.CA) > 0
-		}
-		m[o.Source.Name] = i
-	}
-	return func(source string) (bool, bool) {
-		i, ok := m[source]
-		return ok, i.hasCA
-	}
-}
-
-// desiredNames are the exact DNS names of each desired source's certificates, by source name.
-func desiredNames(obs []files.Observation) map[string][]string {
-	out := map[string][]string{}
-	for _, o := range obs {
-		for _, it := range o.Items {
-			if len(it.Chain) == 0 {
-				continue
-			}
-			for _, n := range it.Chain[0].DNSNames {
-				if !strings.HasPrefix(n, "*") {
-					out[o.Source.Name] = append(out[o.Source.Name], n)
-				}
-			}
-		}
-	}
-	return out
-}
-
 // PairingSources are the sources named by pairings, each once.
 func PairingSources(ps []config.Pairing) []string {
 	var out []string
@@ -375,35 +316,4 @@ func PairingSources(ps []config.Pairing) []string {
 		}
 	}
 	return out
-}
-
-// fillSNIs gives an endpoint with no SNI the DNS names of the certificates bound to its pod
-// (issue 4: listener server_names, else the desired certificate's DNS SANs, else none). A trust
-// binding (a CA bundle and no certificate) says nothing about what the pod serves.
-func fillSNIs(eps []config.Endpoint, bs []config.Binding, names map[string][]string) {
-	var snis []string
-	for _, b := range bs {
-		if b.File == "" && b.CAFile != "" {
-			continue
-		}
-		for _, n := range names[b.Source] {
-			if len(snis) < maxFallbackSNIs && !contains(snis, n) {
-				snis = append(snis, n)
-			}
-		}
-	}
-	for i := range eps {
-		if len(eps[i].SNI) == 0 {
-			eps[i].SNI = snis
-		}
-	}
-}
-
-func contains(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }
