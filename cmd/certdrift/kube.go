@@ -17,10 +17,6 @@ import (
 	"github.com/certdrift/certdrift/probe/kube"
 )
 
-// maxFallbackSNIs bounds the SNIs taken from a desired certificate's DNS names when neither the
-// pod nor Envoy's listeners name any: a certificate may carry hundreds.
-const maxFallbackSNIs = 8
-
 // kubeRestConfig loads the client configuration from a kubeconfig file and optional context.
 func kubeRestConfig(path, kctx string) (*rest.Config, error) {
 	// client-go reads the file with os.ReadFile: checked first through boundedfile so that a FIFO
