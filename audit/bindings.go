@@ -20,9 +20,11 @@ const (
 	OriginInferred = "inferred"
 )
 
-// envoyBindings derives the bindings of one Envoy, most trusted first: explicit config, then the
-// certificate paths Envoy reports (/certs, config_dump) matched to desired files, then SDS secret
-// names equal to a desired source name, then a heuristic match on the SAN set.
+// envoyBindings derives the bindings of one Envoy, most trusted first: its config bindings in
+// the order given (explicit ones, and in Kubernetes mode those package bind derived from the
+// pod), then the certificate paths Envoy reports (/certs, config_dump) matched to desired files,
+// then SDS secret names equal to a desired source name, then a heuristic match on the SAN set.
+// The precedence of every binding rule is documented once, in package bind.
 func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	var bs []*Binding
 	// byRef keeps lookups linear in fleet size: an Envoy may hold hundreds of certificates.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/gather"
 )
 
 // auditCmd is `certdrift audit`: one pass over every configured source and Envoy.
@@ -87,8 +88,8 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 	}
 
 	start := time.Now()
-	in := Gather(ctx, cfg, GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
-	c.reloadFlags.state = &reloadState{in: in, policy: policy, cfg: cfg, gopts: GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log}}
+	in := gather.Local(ctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
+	c.reloadFlags.state = &reloadState{in: in, policy: policy, cfg: cfg, gopts: gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log}}
 	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"fmt"
 	"path/filepath"
 
@@ -11,22 +10,6 @@ import (
 	"github.com/certdrift/certdrift/internal/boundedfile"
 	"github.com/certdrift/certdrift/pki"
 )
-
-// loadClientCert is tls.LoadX509KeyPair through boundedfile: the files named by
-// client_cert.cert_file/key_file may be a FIFO or /dev/zero, which LoadX509KeyPair would wait on
-// forever or read until the process dies. Its errors name the file and the problem, never bytes.
-func loadClientCert(certFile, keyFile string) (tls.Certificate, error) {
-	max := int64(pki.DefaultLimits.MaxBytes)
-	certPEM, _, err := boundedfile.Read(certFile, max)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	keyPEM, _, err := boundedfile.Read(keyFile, max)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.X509KeyPair(certPEM, keyPEM)
-}
 
 // checkWebConfigFiles reads the exporter-toolkit web configuration and the certificate files it
 // names through boundedfile before web.Validate reads them with os.ReadFile, which blocks on a

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
@@ -66,52 +65,6 @@ current-context: x
 			}
 			if !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("%s: stderr does not mention %q\n%s", tc.reason, tc.want, r)
-			}
-		})
-	}
-}
-
-func TestFillSNIs(t *testing.T) {
-	names := desiredNames([]files.Observation{
-		{Source: files.Source{Name: "a/web"}, Items: []files.Item{{Chain: []*x509.Certificate{{DNSNames: []string{"web.example", "*.web.example", "alt.example"}}}}}},
-		{Source: files.Source{Name: "a/other"}, Items: []files.Item{{Chain: []*x509.Certificate{{DNSNames: []string{"other.example"}}}}}},
-		{Source: files.Source{Name: "a/broken"}, Items: []files.Item{{}}},
-	})
-	tests := map[string]struct {
-		reason   string
-		eps      []config.Endpoint
-		bindings []config.Binding
-		want     []config.Endpoint
-	}{
-		"FromBoundSecret": {
-			reason:   "an endpoint without SNIs gets the exact DNS names of the pod's bound Secrets",
-			eps:      []config.Endpoint{{Address: "10.0.0.1:8443"}},
-			bindings: []config.Binding{{Source: "a/web"}, {Source: "a/broken"}},
-			want:     []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"web.example", "alt.example"}}},
-		},
-		"KeepsDeclared": {
-			reason:   "SNIs from annotations or listeners are kept",
-			eps:      []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"x.example"}}},
-			bindings: []config.Binding{{Source: "a/web"}},
-			want:     []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"x.example"}}},
-		},
-		"TrustBindingGivesNoSNI": {
-			reason:   "a source bound only for its CA bundle (a peer's TLS Secret mounted for its ca.crt) says nothing about what the pod serves",
-			eps:      []config.Endpoint{{Address: "10.0.0.1:8443"}},
-			bindings: []config.Binding{{Source: "a/other", CAFile: "/certs/ca.crt"}, {Source: "a/web", File: "/certs/tls.crt", CAFile: "/certs/ca.crt"}},
-			want:     []config.Endpoint{{Address: "10.0.0.1:8443", SNI: []string{"web.example", "alt.example"}}},
-		},
-		"NothingBound": {
-			reason: "no binding: one handshake without SNI",
-			eps:    []config.Endpoint{{Address: "10.0.0.1:8443"}},
-			want:   []config.Endpoint{{Address: "10.0.0.1:8443"}},
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			fillSNIs(tc.eps, tc.bindings, names)
-			if diff := cmp.Diff(tc.want, tc.eps, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("%s: -want +got:\n%s", tc.reason, diff)
 			}
 		})
 	}
@@ -214,7 +167,7 @@ func TestShardSplitsProbes(t *testing.T) {
 					t.Fatalf("%s: want no filter with one shard", tc.reason)
 				}
 				exposed := exposition.Shard{Index: shard, Total: tc.total}
-				for _, tg := range shardTargets(targets, keep) {
+				for _, tg := range keptBy(targets, keep) {
 					probedBy[tg.Key()] = append(probedBy[tg.Key()], shard)
 					if !exposed.Owns(tg.Key()) {
 						t.Errorf("%s: shard %d probes %s but does not expose it", tc.reason, shard, tg.Key())
@@ -229,7 +182,7 @@ func TestShardSplitsProbes(t *testing.T) {
 			if tc.total > 1 {
 				// The split must actually split: with 300 pods no shard of a few may hold them all.
 				for shard := range min(tc.total, 5) {
-					n := len(shardTargets(targets, (&serveCmd{Shard: shard, TotalShards: tc.total}).podShard()))
+					n := len(keptBy(targets, (&serveCmd{Shard: shard, TotalShards: tc.total}).podShard()))
 					if n == len(targets) || (tc.total <= 5 && n == 0) {
 						t.Errorf("%s: shard %d probes %d of %d pods", tc.reason, shard, n, len(targets))
 					}
@@ -239,34 +192,13 @@ func TestShardSplitsProbes(t *testing.T) {
 	}
 }
 
-// TestUnwatchedRefs: what pods mount, declare or name over SDS, and what pairings name, is read
-// by name only when the inventory does not hold it, each once.
-func TestUnwatchedRefs(t *testing.T) {
-	inv := kube.Snapshot{
-		Secrets:    []*kube.SecretSummary{{Namespace: "a", Name: "web-tls"}},
-		ConfigMaps: []kube.ConfigMapSummary{{Namespace: "a", Name: "watched-bundle"}},
+// keptBy is what gather.KubeOptions.Shard keeps of targets (all of them when keep is nil).
+func keptBy(targets []kube.EnvoyTarget, keep func(namespace, pod string) bool) []kube.EnvoyTarget {
+	var out []kube.EnvoyTarget
+	for _, t := range targets {
+		if keep == nil || keep(t.Namespace, t.Pod) {
+			out = append(out, t)
+		}
 	}
-	vol := func(name string, srcs ...kube.VolumeSource) kube.PodVolume {
-		return kube.PodVolume{Name: name, Sources: srcs}
-	}
-	targets := []kube.EnvoyTarget{
-		{Namespace: "a", Pod: "p1", EnvoyContainer: "envoy",
-			Volumes: []kube.PodVolume{vol("tls", kube.VolumeSource{Kind: "Secret", Name: "web-tls"}, kube.VolumeSource{Kind: "Secret", Name: "web-ca"}),
-				vol("b", kube.VolumeSource{Kind: "ConfigMap", Name: "watched-bundle"}, kube.VolumeSource{Kind: "ConfigMap", Name: "bundle"})},
-			Mounts: []kube.VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}, {Container: "envoy", Volume: "b", MountPath: "/b"}}},
-		{Namespace: "a", Pod: "p2", EnvoyContainer: "envoy",
-			Volumes: []kube.PodVolume{vol("tls", kube.VolumeSource{Kind: "Secret", Name: "web-ca"})},
-			Mounts:  []kube.VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}}},
-		{Namespace: "istio-system", Pod: "gw"},
-	}
-	admins := []*envoystate.Snapshot{nil, nil, {Secrets: []envoystate.Secret{{Name: "kubernetes://gw-cacert", HasValidation: true}}}}
-	got := unwatchedRefs(inv, targets, admins, []string{"a/web-tls", "configmap:b/peer-bundle", "not a source"})
-	want := []kube.SourceRef{
-		{Kind: "Secret", Namespace: "a", Name: "web-ca"}, {Kind: "ConfigMap", Namespace: "a", Name: "bundle"},
-		{Kind: "Secret", Namespace: "istio-system", Name: "gw"}, {Kind: "Secret", Namespace: "istio-system", Name: "gw-cacert"},
-		{Kind: "ConfigMap", Namespace: "b", Name: "peer-bundle"},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("unwatchedRefs(): -want +got:\n%s", diff)
-	}
+	return out
 }

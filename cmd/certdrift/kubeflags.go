@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/probe/kube"
 )
 
@@ -164,11 +165,11 @@ func (k kubeFlags) restConfig() (*rest.Config, error) {
 	return rc, nil
 }
 
-// options turns the flags into KubeOptions; GatherOptions are the caller's.
-func (k kubeFlags) options(g GatherOptions) (KubeOptions, error) {
+// options turns the flags into gather.KubeOptions; gather.Options are the caller's.
+func (k kubeFlags) options(g gather.Options) (gather.KubeOptions, error) {
 	mode, err := kube.ParseAdminMode(k.AdminAccess)
 	if err != nil {
-		return KubeOptions{}, fmt.Errorf("--admin-access: %w", err)
+		return gather.KubeOptions{}, fmt.Errorf("--admin-access: %w", err)
 	}
 	presets := make([]kube.Preset, len(k.Preset))
 	for i, p := range k.Preset {
@@ -178,13 +179,13 @@ func (k kubeFlags) options(g GatherOptions) (KubeOptions, error) {
 	for _, s := range k.SecretLayout {
 		l, err := parseLayout(s)
 		if err != nil {
-			return KubeOptions{}, fmt.Errorf("--secret-layout %q: %w", s, err)
+			return gather.KubeOptions{}, fmt.Errorf("--secret-layout %q: %w", s, err)
 		}
 		layouts = append(layouts, l)
 	}
-	return KubeOptions{
+	return gather.KubeOptions{
 		Namespaces: k.Namespace, Selectors: k.Selector, Presets: presets,
-		AdminMode: mode, SyncTimeout: k.SyncTimeout, GatherOptions: g,
+		AdminMode: mode, SyncTimeout: k.SyncTimeout, Options: g,
 		ExcludeNamespaces: k.ExcludeNamespace, SecretTypes: k.SecretType, Layouts: layouts,
 		SecretSelector: k.SecretSelector, ConfigMapSelector: k.ConfigMapSelector, ConfigMapNames: k.ConfigMap,
 		QPS: k.KubeQPS, Burst: k.KubeBurst,

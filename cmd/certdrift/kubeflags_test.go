@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/probe/kube"
 )
 
@@ -115,7 +114,7 @@ func TestKubeInventoryFlags(t *testing.T) {
 			if err := c.kubeFlags.validate(); err != nil {
 				t.Fatalf("%s\nvalidate: %v", tc.reason, err)
 			}
-			opts, err := c.kubeFlags.options(GatherOptions{})
+			opts, err := c.kubeFlags.options(gather.Options{})
 			if err != nil {
 				t.Fatalf("%s\noptions: %v", tc.reason, err)
 			}
@@ -123,7 +122,7 @@ func TestKubeInventoryFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s\nrestConfig: %v", tc.reason, err)
 			}
-			got := want{Inventory: opts.inventoryOptions(), QPS: rc.QPS, Burst: rc.Burst}
+			got := want{Inventory: opts.InventoryOptions(), QPS: rc.QPS, Burst: rc.Burst}
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(kube.Options{}, "Logger", "OnChange", "Now")); diff != "" {
 				t.Errorf("%s\n-want +got:\n%s", tc.reason, diff)
 			}
@@ -192,25 +191,5 @@ func TestKubeInventoryFlagsExit2(t *testing.T) {
 	r := certdrift(t, nil, "audit", "--kubeconfig", writeKubeconfig(t), "--secret-type", "Opaque")
 	if r.code != codeNoRun || !strings.Contains(r.stderr, "--secret-layout") {
 		t.Errorf("want exit %d naming --secret-layout\n%s", codeNoRun, r)
-	}
-}
-
-// TestSecretLookup covers kube.go's index of the desired view that SDS names resolve against
-// (here because kube.go has no test file of its own in this branch).
-func TestSecretLookup(t *testing.T) {
-	ca := &x509.Certificate{}
-	obs := []files.Observation{
-		{Source: files.Source{Name: "gw/with-ca"}, Items: []files.Item{{CA: []*x509.Certificate{ca}}}},
-		{Source: files.Source{Name: "gw/no-ca"}, Items: []files.Item{{}}},
-		{Source: files.Source{Name: "configmap:gw/bundle"}, Items: []files.Item{{CA: []*x509.Certificate{ca}}}},
-	}
-	lookup := secretLookup(obs)
-	cases := map[string]struct{ exists, hasCA bool }{
-		"gw/with-ca": {true, true}, "gw/no-ca": {true, false}, "gw/bundle": {false, false}, "configmap:gw/bundle": {false, false}, "gw/absent": {false, false},
-	}
-	for src, want := range cases {
-		if e, c := lookup(src); e != want.exists || c != want.hasCA {
-			t.Errorf("lookup(%q) = %v, %v; want %v, %v", src, e, c, want.exists, want.hasCA)
-		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/remediate"
 )
@@ -68,9 +69,9 @@ type reloadState struct {
 	policy config.Policy
 	// Kubernetes mode: rc is set; local mode: cfg.
 	rc    *rest.Config
-	kopts KubeOptions
+	kopts gather.KubeOptions
 	cfg   *config.Config
-	gopts GatherOptions
+	gopts gather.Options
 }
 
 func (r *reloadFlags) validate() error {
@@ -104,7 +105,7 @@ func (c *auditCmd) reload(ctx context.Context, io *streams, log *slog.Logger, re
 		if c.Grace > 0 {
 			policy.Grace = config.Duration(c.Grace)
 		}
-		kopts, err := c.kubeFlags.options(GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
+		kopts, err := c.kubeFlags.options(gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
 		if err != nil {
 			return noRun(err)
 		}
@@ -315,6 +316,6 @@ func short(fp string) string {
 func (st *reloadState) verifyLocal(ctx context.Context, _ remediate.Action, envoys []string) (string, error) {
 	cfg := *st.cfg
 	cfg.Envoys = slices.DeleteFunc(slices.Clone(cfg.Envoys), func(e config.Envoy) bool { return !slices.Contains(envoys, e.Name) })
-	in := Gather(ctx, &cfg, st.gopts)
+	in := gather.Local(ctx, &cfg, gather.Fleet, st.gopts)
 	return checkConverged(in, audit.Run(in, st.policy, time.Now()), envoys)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
@@ -25,7 +26,7 @@ import (
 type kubeReload struct {
 	st      *reloadState
 	client  *kubeapi.Client
-	session *KubeSession
+	session *gather.Session
 	log     *slog.Logger
 	// leaseNS is certdrift's namespace, where the reload record Leases live.
 	leaseNS string
@@ -123,7 +124,7 @@ func hasDrift(r audit.Report, envoy string) bool {
 }
 
 func (k *kubeReload) startSession(ctx context.Context) error {
-	s, err := StartKube(ctx, k.st.rc, k.st.policy, k.st.kopts)
+	s, err := gather.Start(ctx, k.st.rc, k.st.policy, k.st.kopts)
 	if err != nil {
 		return err
 	}
@@ -133,22 +134,16 @@ func (k *kubeReload) startSession(ctx context.Context) error {
 
 // verify observes the cluster again and checks the given pods serve their desired certificates.
 func (k *kubeReload) verify(ctx context.Context, _ remediate.Action, pods []string) (string, error) {
-	in := k.session.Gather(ctx)
+	in := k.session.Gather(ctx, gather.Fleet)
 	rep := audit.Run(in, k.st.policy, time.Now())
 	return checkConverged(in, rep, pods)
 }
 
 // openAdmin reaches a pod's Envoy admin the way the audit did (pod IP or port-forward).
 func (k *kubeReload) openAdmin(ctx context.Context, namespace, pod string) (string, *http.Client, func(), error) {
-	snap := k.session.Discovery().Targets(ctx)
-	for _, t := range snap.Targets {
-		if t.Namespace == namespace && t.Pod == pod {
-			conn, err := k.session.dialer.Open(ctx, t)
-			if err != nil {
-				return "", nil, nil, err
-			}
-			return conn.BaseURL, conn.HTTPClient, conn.Close, nil
-		}
+	conn, err := k.session.OpenAdmin(ctx, namespace, pod)
+	if err != nil {
+		return "", nil, nil, err
 	}
-	return "", nil, nil, fmt.Errorf("pod %s/%s is not a discovered Envoy", namespace, pod)
+	return conn.BaseURL, conn.HTTPClient, conn.Close, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/internal/connlimit"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/kube"
@@ -108,7 +109,7 @@ type exporter struct {
 	// Local mode: the current configuration, swapped by reloads.
 	cfg atomic.Pointer[config.Config]
 	// Kubernetes mode.
-	kube *KubeSession
+	kube *gather.Session
 	// rem is serve --remediate (nil when off).
 	rem *remediator
 
@@ -474,7 +475,7 @@ func (x *exporter) runRound(ctx context.Context) {
 	policy := x.policy()
 	var r exposition.Round
 	if x.kube != nil {
-		in := x.kube.Gather(rctx)
+		in := x.kube.Gather(rctx, gather.Fleet)
 		if cfg := x.cfg.Load(); cfg != nil {
 			in.Config.Pairings = cfg.Pairings
 		}
@@ -483,7 +484,7 @@ func (x *exporter) runRound(ctx context.Context) {
 			SourcesUp: map[string]bool{"kubernetes": inv.Synced() && len(inv.Errors()) == 0}}
 	} else {
 		cfg := x.cfg.Load()
-		in := Gather(rctx, cfg, GatherOptions{Timeout: policy.Timeout.D(), Concurrency: x.c.Concurrency, Log: x.log, Admins: &x.admins})
+		in := gather.Local(rctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: x.c.Concurrency, Log: x.log, Admins: &x.admins})
 		filesUp := true
 		for _, o := range in.Desired {
 			filesUp = filesUp && o.Err == nil
@@ -500,7 +501,7 @@ func (x *exporter) runRound(ctx context.Context) {
 		"duration_seconds", r.Finished.Sub(start).Seconds())
 }
 
-// podShard is the KubeOptions.Shard of --shard/--total-shards: a pod is probed by the replica
+// podShard is the gather.KubeOptions.Shard of --shard/--total-shards: a pod is probed by the replica
 // that exposes it (exposition.Shard on "namespace/pod", the Envoy's name in Kubernetes mode).
 // nil with one shard: every pod.
 func (c *serveCmd) podShard() func(namespace, pod string) bool {
@@ -520,7 +521,7 @@ func (x *exporter) startKube(ctx context.Context) error {
 		default:
 		}
 	}
-	opts, err := c.kubeFlags.options(GatherOptions{Timeout: x.policy().Timeout.D(), Concurrency: c.Concurrency, Log: x.log})
+	opts, err := c.kubeFlags.options(gather.Options{Timeout: x.policy().Timeout.D(), Concurrency: c.Concurrency, Log: x.log})
 	if err != nil {
 		return err
 	}
@@ -543,7 +544,7 @@ func (x *exporter) startKube(ctx context.Context) error {
 	// CA-only Opaque Secret), as audit does. Read at start: a reload that adds a pairing to a
 	// source nothing mounts takes effect at the next start.
 	if cfg := x.cfg.Load(); cfg != nil {
-		opts.PairingSources = pairingSources(cfg.Pairings)
+		opts.PairingSources = gather.PairingSources(cfg.Pairings)
 	}
 	rc, err := c.kubeFlags.restConfig()
 	if err != nil {
@@ -551,7 +552,7 @@ func (x *exporter) startKube(ctx context.Context) error {
 	}
 	kube.RouteKlog(x.log)
 	countKubeRequests(x.store)
-	s, err := StartKube(ctx, rest.CopyConfig(rc), x.policy(), opts)
+	s, err := gather.Start(ctx, rest.CopyConfig(rc), x.policy(), opts)
 	if err != nil {
 		return err
 	}

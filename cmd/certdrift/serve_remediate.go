@@ -15,6 +15,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
@@ -204,7 +205,7 @@ func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep a
 func (r *remediator) act(ctx context.Context, w remediate.Work) {
 	f := r.f
 	policy := r.x.policy()
-	kopts, err := r.x.c.kubeFlags.options(GatherOptions{Timeout: policy.Timeout.D(), Concurrency: r.x.c.Concurrency, Log: r.log})
+	kopts, err := r.x.c.kubeFlags.options(gather.Options{Timeout: policy.Timeout.D(), Concurrency: r.x.c.Concurrency, Log: r.log})
 	if err != nil {
 		r.log.Error("remediate: options", "err", err)
 		return

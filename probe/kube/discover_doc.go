@@ -46,22 +46,11 @@
 //
 // # Bindings
 //
-// Bind (the pod spec: Secret volumes and projected sources, subPath as a risk), LoadedBindings
-// (paths and watched directories Envoy reports, through the pod's mounts) and SDSBindings (SDS
-// secret names: Istio's kubernetes://[ns/]name and kubernetes-gateway://ns/name, -cacert trust
-// bundles, Envoy Gateway's ns/name; Istio's default and ROOTCA are workload identity and bind
-// nothing) each return config.Bindings with an Origin ("path", "sds-name"); a Secret named in
-// certdrift.dev/secrets always gets Origin "config": the explicit annotation wins. A binding from
-// a mount carries where the container (or, for paths Envoy reports, the node) sees the source:
-// File its certificate, CAFile its CA bundle, Dir the directory they appear in. A source that
-// holds only a trust bundle (an Opaque Secret with ca.crt alone, a ConfigMap bundle, Istio's
-// -cacert Secret) binds with a CAFile and no File; Inventory.Fetch reads such sources by name when
-// the informers do not watch them. Each subPath mount of a Secret is its own MountRisk.
-//
-// Handshakes do not depend on the admin (ProbeEndpoints): the certdrift.dev/probe-ports
-// annotation, else the TLS listeners of a config_dump that was read, else the Envoy container's
-// ports named or numbered like TLS (https, tls, ssl, grpcs, wss, …443), never the admin or stats
-// port.
+// Discovery reports facts: a pod's volumes (Secret, ConfigMap and projected sources), its mounts
+// per container, declared Secrets and ports. What they bind — and handshake endpoints derived
+// from them — is decided in package audit/bind, which documents the precedence of every rule;
+// MountedRefs lists what a pod mounts or declares, so that Inventory.Fetch can read by name what
+// the informers do not watch.
 //
 // # Admin access and the RBAC each mode needs
 //

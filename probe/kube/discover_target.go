@@ -172,8 +172,8 @@ type VolumeMount struct {
 
 // Limits on what one pod's annotations may declare.
 const (
-	maxProbePorts      = 64
-	maxSNIsPerPort     = 64
+	MaxProbePorts      = 64
+	MaxSNIsPerPort     = 64
 	maxDeclaredSecrets = 256
 	maxAnnotationLen   = 16 << 10
 )
@@ -254,7 +254,7 @@ func containerPorts(p *corev1.Pod, name string) []ContainerPort {
 			if cp.Protocol != "" && cp.Protocol != corev1.ProtocolTCP {
 				continue
 			}
-			if cp.ContainerPort < 1 || cp.ContainerPort > 65535 || len(out) == maxProbePorts {
+			if cp.ContainerPort < 1 || cp.ContainerPort > 65535 || len(out) == MaxProbePorts {
 				continue
 			}
 			out = append(out, ContainerPort{Name: cp.Name, Port: int(cp.ContainerPort)})
@@ -509,13 +509,13 @@ func parseProbePorts(v string) ([]ProbePort, error) {
 				}
 				pp.SNIs = append(pp.SNIs, sni)
 			}
-			if len(pp.SNIs) > maxSNIsPerPort {
-				errs = append(errs, fmt.Sprintf("port %d: more than %d SNIs", port, maxSNIsPerPort))
-				pp.SNIs = pp.SNIs[:maxSNIsPerPort]
+			if len(pp.SNIs) > MaxSNIsPerPort {
+				errs = append(errs, fmt.Sprintf("port %d: more than %d SNIs", port, MaxSNIsPerPort))
+				pp.SNIs = pp.SNIs[:MaxSNIsPerPort]
 			}
 		}
-		if len(out) == maxProbePorts {
-			errs = append(errs, fmt.Sprintf("more than %d ports", maxProbePorts))
+		if len(out) == MaxProbePorts {
+			errs = append(errs, fmt.Sprintf("more than %d ports", MaxProbePorts))
 			break
 		}
 		seen[port] = true
@@ -543,7 +543,7 @@ func parseSecretRefs(v, podNS string) ([]string, error) {
 		if ref == "" {
 			continue
 		}
-		ns, name, hasNS := splitRef(ref)
+		ns, name, hasNS := SplitRef(ref)
 		if !hasNS {
 			ns = podNS
 		}

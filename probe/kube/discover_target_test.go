@@ -167,8 +167,8 @@ func TestTargetAnnotations(t *testing.T) {
 			want:        facts{AdminPort: 9901, Errors: []string{"longer than"}},
 		},
 		"TooManyPorts": {
-			annotations: map[string]string{AnnotationProbePorts: manyPorts(maxProbePorts + 5)},
-			want:        facts{AdminPort: 9901, ProbePorts: portsUpTo(maxProbePorts), Errors: []string{"more than 64 ports"}},
+			annotations: map[string]string{AnnotationProbePorts: manyPorts(MaxProbePorts + 5)},
+			want:        facts{AdminPort: 9901, ProbePorts: portsUpTo(MaxProbePorts), Errors: []string{"more than 64 ports"}},
 		},
 	}
 	for name, tc := range cases {
@@ -223,11 +223,11 @@ func FuzzParseAnnotations(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		ports, _ := parseProbePorts(s)
-		if len(ports) > maxProbePorts {
+		if len(ports) > MaxProbePorts {
 			t.Fatalf("%d ports", len(ports))
 		}
 		for _, p := range ports {
-			if p.Port < 1 || p.Port > 65535 || len(p.SNIs) > maxSNIsPerPort {
+			if p.Port < 1 || p.Port > 65535 || len(p.SNIs) > MaxSNIsPerPort {
 				t.Fatalf("port %+v", p)
 			}
 		}
@@ -267,13 +267,40 @@ func TestNoReloadTarget(t *testing.T) {
 	if !tg.StartTime.Equal(started.Time) {
 		t.Errorf("start time %v, want %v", tg.StartTime, started.Time)
 	}
-	pb := Bind(*tg, nil)
-	want := []string{"envoy-gateway-system/envoy"}
-	var got []string
-	for _, b := range pb.Envoy.Bindings {
-		got = append(got, b.Source)
+	want := []SourceRef{{Kind: "Secret", Namespace: "envoy-gateway-system", Name: "envoy"}}
+	if diff := cmp.Diff(want, MountedRefs(*tg)); diff != "" {
+		t.Errorf("the mounted Secret: -want +got:\n%s", diff)
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("bindings of the mounted Secret: -want +got:\n%s", diff)
+}
+
+// TestContainerPorts: the Envoy container's TCP ports reach the target, UDP (QUIC) and other
+// containers' ports do not; the service account token volume is marked as such.
+func TestContainerPorts(t *testing.T) {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "envoy", Image: "envoyproxy/envoy:v1.40.0", Ports: []corev1.ContainerPort{
+				{Name: "https", ContainerPort: 8443}, {Name: "quic", ContainerPort: 8443, Protocol: corev1.ProtocolUDP},
+				{Name: "admin", ContainerPort: 9901, Protocol: corev1.ProtocolTCP}}},
+			{Name: "app", Image: "example/app", Ports: []corev1.ContainerPort{{Name: "https-app", ContainerPort: 9443}}},
+		}},
+	}
+	p.Spec.Volumes = []corev1.Volume{{Name: "kube-api-access-x", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}}}},
+		{Name: "ca", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "bundle"}}}}}}}}
+	tg := targetFor(p, map[Preset]bool{PresetEnvoy: true})
+	if tg == nil {
+		t.Fatal("targetFor(envoy pod) = nil")
+	}
+	want := []ContainerPort{{Name: "https", Port: 8443}, {Name: "admin", Port: 9901}}
+	if diff := cmp.Diff(want, tg.ContainerPorts); diff != "" {
+		t.Errorf("ContainerPorts: -want +got:\n%s", diff)
+	}
+	wantVols := []PodVolume{{Name: "kube-api-access-x", Token: true, Sources: []VolumeSource{{Kind: "ConfigMap", Name: "kube-root-ca.crt"}}},
+		{Name: "ca", Sources: []VolumeSource{{Kind: "ConfigMap", Name: "bundle"}}}}
+	if diff := cmp.Diff(wantVols, tg.Volumes); diff != "" {
+		t.Errorf("Volumes (the token volume marked): -want +got:\n%s", diff)
 	}
 }

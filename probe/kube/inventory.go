@@ -130,7 +130,7 @@ func (inv *Inventory) buildSources() error {
 		}
 	}
 	for _, ref := range inv.opts.ConfigMapNames {
-		ns, name, hasNS := splitRef(ref)
+		ns, name, hasNS := SplitRef(ref)
 		byName := fields.OneTermEqualSelector("metadata.name", name)
 		if hasNS {
 			inv.addConfigMapSource(ns, byName.String(), "")

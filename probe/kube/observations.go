@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/files"
 )
@@ -27,7 +29,7 @@ func ParseSourceName(s string) (SourceRef, bool) {
 		kind, s = "ConfigMap", rest
 	}
 	ns, name, ok := strings.Cut(s, "/")
-	if !ok || !validSecretRef(ns, name) {
+	if !ok || !ValidRef(ns, name) {
 		return SourceRef{}, false
 	}
 	return SourceRef{Kind: kind, Namespace: ns, Name: name}, true
@@ -141,4 +143,10 @@ func firstErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// ValidRef reports whether ns and name can name a Secret or ConfigMap: a DNS label and a DNS
+// subdomain.
+func ValidRef(ns, name string) bool {
+	return ns != "" && name != "" && len(validation.IsDNS1123Label(ns)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0
 }

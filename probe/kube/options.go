@@ -172,7 +172,7 @@ func (o Options) validate() error {
 		}
 	}
 	for _, n := range o.ConfigMapNames {
-		ns, name, _ := splitRef(n)
+		ns, name, _ := SplitRef(n)
 		if ns != "" {
 			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 				errs = append(errs, fmt.Errorf("configmap %q: namespace: %s", n, strings.Join(msgs, "; ")))
@@ -185,8 +185,8 @@ func (o Options) validate() error {
 	return errors.Join(errs...)
 }
 
-// splitRef splits "ns/name" (or "name") into its parts.
-func splitRef(s string) (ns, name string, hasNS bool) {
+// SplitRef splits "ns/name" (or "name") into its parts.
+func SplitRef(s string) (ns, name string, hasNS bool) {
 	if i := strings.IndexByte(s, '/'); i >= 0 {
 		return s[:i], s[i+1:], true
 	}

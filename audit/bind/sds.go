@@ -1,13 +1,13 @@
-package kube
+package bind
 
 import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
+	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoystate"
+	"github.com/certdrift/certdrift/probe/kube"
 )
 
 // SDS secret names that name a Kubernetes Secret.
@@ -23,14 +23,6 @@ import (
 //
 // Envoy Gateway names the SDS secret of a Gateway listener's certificateRef after the Secret:
 // "ns/name" (internal/gatewayapi: irTLSConfigs).
-
-// Binding origins as the audit names them (audit.Origin*); config.Binding carries them so the
-// audit can tell an SDS-name binding from an explicit one.
-const (
-	OriginConfig  = "config"
-	OriginPath    = "path"
-	OriginSDSName = "sds-name"
-)
 
 // Istio's SDS names.
 const (
@@ -66,7 +58,7 @@ type SDSRef struct {
 }
 
 // Source is the desired source name of the referenced Secret ("namespace/name").
-func (r SDSRef) Source() string { return SecretSourceName(r.Namespace, r.Name) }
+func (r SDSRef) Source() string { return kube.SecretSourceName(r.Namespace, r.Name) }
 
 // ParseSDSName reads an SDS secret name as Istio or Envoy Gateway write it. podNS is the proxy's
 // namespace (Istio's "kubernetes://name" is relative to it). ok is false for names that refer to
@@ -81,13 +73,13 @@ func ParseSDSName(sdsName, podNS string) (SDSRef, bool) {
 	case sdsName == istioWorkloadCert || sdsName == istioWorkloadRoot:
 		return SDSRef{Kind: SDSWorkload}, true
 	case strings.HasPrefix(sdsName, istioGatewayScheme):
-		ns, name, hasNS := splitRef(strings.TrimPrefix(sdsName, istioGatewayScheme))
+		ns, name, hasNS := kube.SplitRef(strings.TrimPrefix(sdsName, istioGatewayScheme))
 		if !hasNS {
 			return SDSRef{}, false // Gateway API credentials always carry their namespace
 		}
 		return istioRef("kubernetes-gateway", ns, name)
 	case strings.HasPrefix(sdsName, istioSecretScheme):
-		ns, name, hasNS := splitRef(strings.TrimPrefix(sdsName, istioSecretScheme))
+		ns, name, hasNS := kube.SplitRef(strings.TrimPrefix(sdsName, istioSecretScheme))
 		if !hasNS {
 			ns = podNS
 		}
@@ -95,8 +87,8 @@ func ParseSDSName(sdsName, podNS string) (SDSRef, bool) {
 	case strings.Contains(sdsName, "://"):
 		return SDSRef{}, false
 	}
-	ns, name, hasNS := splitRef(sdsName)
-	if !hasNS || !validSecretRef(ns, name) {
+	ns, name, hasNS := kube.SplitRef(sdsName)
+	if !hasNS || !kube.ValidRef(ns, name) {
 		return SDSRef{}, false
 	}
 	return SDSRef{Kind: SDSCertificate, Namespace: ns, Name: name, Scheme: "envoy-gateway"}, true
@@ -104,19 +96,15 @@ func ParseSDSName(sdsName, podNS string) (SDSRef, bool) {
 
 func istioRef(scheme, ns, name string) (SDSRef, bool) {
 	if base, ok := strings.CutSuffix(name, istioCASuffix); ok && base != "" {
-		if !validSecretRef(ns, base) || !validSecretRef(ns, name) {
+		if !kube.ValidRef(ns, base) || !kube.ValidRef(ns, name) {
 			return SDSRef{}, false
 		}
 		return SDSRef{Kind: SDSTrust, Namespace: ns, Name: base, Fallback: name, Scheme: scheme}, true
 	}
-	if !validSecretRef(ns, name) {
+	if !kube.ValidRef(ns, name) {
 		return SDSRef{}, false
 	}
 	return SDSRef{Kind: SDSCertificate, Namespace: ns, Name: name, Scheme: scheme}, true
-}
-
-func validSecretRef(ns, name string) bool {
-	return ns != "" && name != "" && len(validation.IsDNS1123Label(ns)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0
 }
 
 // SecretLookup says whether the inventory holds a Secret ("namespace/name") and whether it has a
@@ -139,7 +127,7 @@ type TrustBinding struct {
 // only when the inventory holds that Secret (a plain Envoy may name its SDS secrets anything).
 // A Secret the pod declares in certdrift.dev/secrets keeps Origin "config": the explicit
 // annotation wins.
-func SDSBindings(t EnvoyTarget, snap *envoystate.Snapshot, lookup SecretLookup) ([]config.Binding, []TrustBinding) {
+func SDSBindings(t kube.EnvoyTarget, snap *envoystate.Snapshot, lookup SecretLookup) ([]config.Binding, []TrustBinding) {
 	if snap == nil {
 		return nil, nil
 	}
@@ -161,12 +149,12 @@ func SDSBindings(t EnvoyTarget, snap *envoystate.Snapshot, lookup SecretLookup) 
 			continue
 		}
 		src := ref.Source()
-		if ref.Scheme == "envoy-gateway" && t.Preset != PresetEnvoyGateway {
+		if ref.Scheme == "envoy-gateway" && t.Preset != kube.PresetEnvoyGateway {
 			if exists, _ := lookup(src); !exists {
 				continue
 			}
 		}
-		b := config.Binding{Source: src, Secret: n, Origin: originFor(t, src, OriginSDSName)}
+		b := config.Binding{Source: src, Secret: n, Origin: originFor(t, src, audit.OriginSDSName)}
 		if !seen[b] {
 			seen[b] = true
 			bs = append(bs, b)
@@ -179,7 +167,7 @@ func SDSBindings(t EnvoyTarget, snap *envoystate.Snapshot, lookup SecretLookup) 
 		}
 		tb := TrustBinding{Secret: n, Source: ref.Source()}
 		if exists, hasCA := lookup(ref.Source()); !exists || !hasCA {
-			fb := SecretSourceName(ref.Namespace, ref.Fallback)
+			fb := kube.SecretSourceName(ref.Namespace, ref.Fallback)
 			if fbExists, _ := lookup(fb); fbExists {
 				tb.Source = fb
 			} else {
@@ -219,14 +207,14 @@ func sdsNames(snap *envoystate.Snapshot) (certNames, trustNames []string) {
 // SDSRefs lists the Secrets the SDS secret names of an Envoy may refer to (for a trust name both
 // the Secret without the -cacert suffix and the one with it), so that those the inventory does
 // not watch (Opaque -cacert Secrets, say) can be read before SDSBindings resolves the names.
-func SDSRefs(t EnvoyTarget, snap *envoystate.Snapshot) []SourceRef {
+func SDSRefs(t kube.EnvoyTarget, snap *envoystate.Snapshot) []kube.SourceRef {
 	if snap == nil {
 		return nil
 	}
 	certNames, trustNames := sdsNames(snap)
-	var out []SourceRef
+	var out []kube.SourceRef
 	add := func(ns, name string) {
-		r := SourceRef{Kind: "Secret", Namespace: ns, Name: name}
+		r := kube.SourceRef{Kind: "Secret", Namespace: ns, Name: name}
 		if name != "" && !slices.Contains(out, r) {
 			out = append(out, r)
 		}
@@ -247,6 +235,6 @@ func SDSRefs(t EnvoyTarget, snap *envoystate.Snapshot) []SourceRef {
 // Binding is the trust binding as the audit takes it: the source holding the bundle, under the
 // validation secret's SDS name. A Missing trust binds the Secret istiod would read first, so the
 // audit can say the bundle has no source.
-func (tb TrustBinding) Binding(t EnvoyTarget) config.Binding {
-	return config.Binding{Source: tb.Source, Secret: tb.Secret, Origin: originFor(t, tb.Source, OriginSDSName)}
+func (tb TrustBinding) Binding(t kube.EnvoyTarget) config.Binding {
+	return config.Binding{Source: tb.Source, Secret: tb.Secret, Origin: originFor(t, tb.Source, audit.OriginSDSName)}
 }

@@ -1,8 +1,9 @@
-package main
+package gather
 
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -74,7 +75,7 @@ func TestGather(t *testing.T) {
 			}}},
 		},
 	}
-	in := Gather(context.Background(), cfg, GatherOptions{Timeout: 3 * time.Second, Concurrency: 2})
+	in := Local(context.Background(), cfg, Fleet, Options{Timeout: 3 * time.Second, Concurrency: 2})
 
 	if in.Config != cfg {
 		t.Errorf("Inputs.Config is not the config gathered from")
@@ -175,4 +176,18 @@ func TestForEachBounded(t *testing.T) {
 			t.Fatalf("item %d never ran", i)
 		}
 	}
+}
+
+// closedPort returns a loopback address nothing listens on: bound, then released.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

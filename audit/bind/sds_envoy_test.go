@@ -1,4 +1,4 @@
-package kube
+package bind
 
 import (
 	"context"
@@ -10,8 +10,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/envoytest"
 )
@@ -65,26 +67,26 @@ func TestSDSBindingsRealEnvoy(t *testing.T) {
 
 	cases := map[string]struct {
 		reason    string
-		target    EnvoyTarget
+		target    kube.EnvoyTarget
 		want      []config.Binding
 		wantTrust []TrustBinding
 	}{
 		"IstioGateway": {
 			reason: "an Istio gateway binds its kubernetes:// names; the plain Envoy Gateway name binds nothing (not in the inventory, not an Envoy Gateway pod)",
-			target: EnvoyTarget{Namespace: "istio-system", Pod: "istio-ingressgateway-1", Preset: PresetIstio},
+			target: kube.EnvoyTarget{Namespace: "istio-system", Pod: "istio-ingressgateway-1", Preset: kube.PresetIstio},
 			want: []config.Binding{
-				{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginSDSName},
-				{Source: "apps/gw-cred", Secret: "kubernetes-gateway://apps/gw-cred", Origin: OriginSDSName},
+				{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: audit.OriginSDSName},
+				{Source: "apps/gw-cred", Secret: "kubernetes-gateway://apps/gw-cred", Origin: audit.OriginSDSName},
 			},
 			wantTrust: []TrustBinding{{Secret: caName, Source: "istio-system/web-cred"}},
 		},
 		"EnvoyGatewayProxy": {
 			reason: "an Envoy Gateway proxy binds ns/name too",
-			target: EnvoyTarget{Namespace: "envoy-gateway-system", Pod: "envoy-1", Preset: PresetEnvoyGateway},
+			target: kube.EnvoyTarget{Namespace: "envoy-gateway-system", Pod: "envoy-1", Preset: kube.PresetEnvoyGateway},
 			want: []config.Binding{
-				{Source: "envoy-gateway-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginSDSName},
-				{Source: "apps/gw-cred", Secret: "kubernetes-gateway://apps/gw-cred", Origin: OriginSDSName},
-				{Source: "envoy-gateway/tls-foo", Secret: "envoy-gateway/tls-foo", Origin: OriginSDSName},
+				{Source: "envoy-gateway-system/web-cred", Secret: "kubernetes://web-cred", Origin: audit.OriginSDSName},
+				{Source: "apps/gw-cred", Secret: "kubernetes-gateway://apps/gw-cred", Origin: audit.OriginSDSName},
+				{Source: "envoy-gateway/tls-foo", Secret: "envoy-gateway/tls-foo", Origin: audit.OriginSDSName},
 			},
 			wantTrust: []TrustBinding{{Secret: caName, Source: "envoy-gateway-system/web-cred", Missing: true}},
 		},

@@ -1,4 +1,4 @@
-package kube
+package bind
 
 import (
 	"cmp"
@@ -9,12 +9,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoystate"
+	"github.com/certdrift/certdrift/probe/kube"
 )
 
-// Bindings of a pod, expressed in the config types the audit already judges, so that the
+// Bindings of a pod are expressed in the config types the audit already judges, so that the
 // Kubernetes mode needs no audit of its own.
 //
 // Why not a desired "alias" Observation whose Source.Dir is the container mount path (so the
@@ -61,7 +63,7 @@ func (k SourceKeys) of(kind, source string) []ItemKeys {
 }
 
 // KeysOf collects the item keys of the summaries in snaps (the inventory's, and what Fetch read).
-func KeysOf(snaps ...Snapshot) SourceKeys {
+func KeysOf(snaps ...kube.Snapshot) SourceKeys {
 	out := SourceKeys{}
 	for _, s := range snaps {
 		for _, sec := range s.Secrets {
@@ -75,14 +77,14 @@ func KeysOf(snaps ...Snapshot) SourceKeys {
 				}
 				its = append(its, ik)
 			}
-			out[SecretSourceName(sec.Namespace, sec.Name)] = its
+			out[kube.SecretSourceName(sec.Namespace, sec.Name)] = its
 		}
 		for _, cm := range s.ConfigMaps {
 			its := make([]ItemKeys, 0, len(cm.Bundles))
 			for _, b := range cm.Bundles {
 				its = append(its, ItemKeys{Item: b.Key, CA: b.Key})
 			}
-			out[ConfigMapSourceName(cm.Namespace, cm.Name)] = its
+			out[kube.ConfigMapSourceName(cm.Namespace, cm.Name)] = its
 		}
 	}
 	return out
@@ -120,7 +122,7 @@ type mountedSource struct {
 	dir          string // directory holding them, as a container path
 	// subPath: a copy made at container start.
 	subPath bool
-	// token: from a volume that projects a service account token (PodVolume.Token).
+	// token: from a volume that projects a service account token (kube.PodVolume.Token).
 	token bool
 	// volume, rel and caRel locate the files in the volume, for paths the node reports.
 	volume, rel, caRel string
@@ -135,7 +137,7 @@ type mountedSource struct {
 // certdrift.dev/secrets reference binds that Secret with no location (the audit locates it by SDS
 // name or inference). subPath mounts are bound too (Envoy may read them) and also returned as
 // risks: they never update.
-func Bind(t EnvoyTarget, keys SourceKeys) PodBindings {
+func Bind(t kube.EnvoyTarget, keys SourceKeys) PodBindings {
 	pb := PodBindings{Envoy: config.Envoy{Name: t.Key(), Endpoints: probeEndpoints(t)}}
 	seen := map[config.Binding]bool{}
 	addBinding := func(b config.Binding) {
@@ -152,66 +154,22 @@ func Bind(t EnvoyTarget, keys SourceKeys) PodBindings {
 			continue
 		}
 		addBinding(config.Binding{Source: ms.source, Item: ms.item, File: ms.file, CAFile: ms.caFile, Dir: ms.dir,
-			Origin: originFor(t, ms.source, OriginPath)})
+			Origin: originFor(t, ms.source, audit.OriginPath)})
 	}
 	for _, ref := range t.DeclaredSecrets {
 		if slices.ContainsFunc(pb.Envoy.Bindings, func(b config.Binding) bool { return b.Source == ref }) {
 			continue
 		}
-		addBinding(config.Binding{Source: ref, Origin: OriginConfig})
+		addBinding(config.Binding{Source: ref, Origin: audit.OriginConfig})
 	}
 	return pb
 }
 
-// SourceRef names a Secret or ConfigMap that an Envoy pod mounts or names.
-type SourceRef struct {
-	Kind            string // "Secret" or "ConfigMap"
-	Namespace, Name string
-}
-
-// Source is the desired source name of the reference.
-func (r SourceRef) Source() string {
-	if r.Kind == "ConfigMap" {
-		return ConfigMapSourceName(r.Namespace, r.Name)
-	}
-	return SecretSourceName(r.Namespace, r.Name)
-}
-
-// MountedRefs lists the Secrets and ConfigMaps mounted into the Envoy container (every container
-// when it is unknown; never the service account token volume's kube-root-ca.crt) and the Secrets
-// certdrift.dev/secrets declares, each once.
-func MountedRefs(t EnvoyTarget) []SourceRef {
-	var out []SourceRef
-	add := func(r SourceRef) {
-		if r.Name != "" && !slices.Contains(out, r) {
-			out = append(out, r)
-		}
-	}
-	vols := map[string]PodVolume{}
-	for _, v := range t.Volumes {
-		vols[v.Name] = v
-	}
-	for _, m := range t.Mounts {
-		if (t.EnvoyContainer != "" && m.Container != t.EnvoyContainer) || vols[m.Volume].Token {
-			continue
-		}
-		for _, src := range vols[m.Volume].Sources {
-			add(SourceRef{Kind: src.Kind, Namespace: t.Namespace, Name: src.Name})
-		}
-	}
-	for _, d := range t.DeclaredSecrets {
-		if ns, name, ok := splitRef(d); ok {
-			add(SourceRef{Kind: "Secret", Namespace: ns, Name: name})
-		}
-	}
-	return out
-}
-
-// originFor is OriginConfig for a Secret the pod declares in certdrift.dev/secrets (the explicit
+// originFor is audit.OriginConfig for a Secret the pod declares in certdrift.dev/secrets (the explicit
 // annotation wins over what the spec or Envoy suggests), else dflt.
-func originFor(t EnvoyTarget, source, dflt string) string {
+func originFor(t kube.EnvoyTarget, source, dflt string) string {
 	if slices.Contains(t.DeclaredSecrets, source) {
-		return OriginConfig
+		return audit.OriginConfig
 	}
 	return dflt
 }
@@ -230,7 +188,7 @@ func originFor(t EnvoyTarget, source, dflt string) string {
 // A reported path names a mount either as the container sees it (mountPath/…) or as the node
 // does: a path holding the pod's UID and ending in <volume>/<file> is that volume on the node
 // (the kubelet's /var/lib/kubelet/pods/<uid>/volumes/…/<volume>/, or the testbed's rewrite).
-func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoystate.Snapshot) []config.Binding {
+func LoadedBindings(t kube.EnvoyTarget, keys SourceKeys, snap *envoystate.Snapshot) []config.Binding {
 	if snap == nil {
 		return nil
 	}
@@ -238,7 +196,7 @@ func LoadedBindings(t EnvoyTarget, keys SourceKeys, snap *envoystate.Snapshot) [
 	var out []config.Binding
 	seen := map[config.Binding]bool{}
 	add := func(ms mountedSource, b config.Binding) {
-		b.Source, b.Item, b.Origin = ms.source, ms.item, originFor(t, ms.source, OriginPath)
+		b.Source, b.Item, b.Origin = ms.source, ms.item, originFor(t, ms.source, audit.OriginPath)
 		if b.Dir == "" {
 			b.Dir = ms.dir
 		}
@@ -468,11 +426,11 @@ func ListenerEndpoints(podIP string, ls []envoystate.FilterChainTLS) []config.En
 			ports = append(ports, port)
 		}
 		for _, n := range fc.ServerNames {
-			if n != "" && !strings.HasPrefix(n, "*") && !slices.Contains(snis[port], n) && len(snis[port]) < maxSNIsPerPort {
+			if n != "" && !strings.HasPrefix(n, "*") && !slices.Contains(snis[port], n) && len(snis[port]) < kube.MaxSNIsPerPort {
 				snis[port] = append(snis[port], n)
 			}
 		}
-		if len(ports) == maxProbePorts {
+		if len(ports) == kube.MaxProbePorts {
 			break
 		}
 	}
@@ -489,7 +447,7 @@ func ListenerEndpoints(podIP string, ls []envoystate.FilterChainTLS) []config.En
 // the admin's config_dump shows, when it was read; else the pod spec (SpecEndpoints). SNIs come
 // from the annotation or the listeners' server names; the caller fills in the rest (the bound
 // certificates' DNS names, else none).
-func ProbeEndpoints(t EnvoyTarget, snap *envoystate.Snapshot) []config.Endpoint {
+func ProbeEndpoints(t kube.EnvoyTarget, snap *envoystate.Snapshot) []config.Endpoint {
 	if len(t.ProbePorts) > 0 {
 		return probeEndpoints(t)
 	}
@@ -503,7 +461,7 @@ func ProbeEndpoints(t EnvoyTarget, snap *envoystate.Snapshot) []config.Endpoint 
 // ssl, grpcs or wss, or numbered …443 — other than its admin and stats ports, on the pod IP. A
 // port with another name is left out: without the admin nothing says it speaks TLS, and a
 // handshake with a plaintext listener would only report a failure.
-func SpecEndpoints(t EnvoyTarget) []config.Endpoint {
+func SpecEndpoints(t kube.EnvoyTarget) []config.Endpoint {
 	if t.PodIP == "" {
 		return nil
 	}
@@ -522,7 +480,7 @@ func SpecEndpoints(t EnvoyTarget) []config.Endpoint {
 	return out
 }
 
-func tlsPort(cp ContainerPort) bool {
+func tlsPort(cp kube.ContainerPort) bool {
 	if cp.Port%1000 == 443 {
 		return true
 	}
@@ -535,7 +493,7 @@ func tlsPort(cp ContainerPort) bool {
 	return false
 }
 
-func probeEndpoints(t EnvoyTarget) []config.Endpoint {
+func probeEndpoints(t kube.EnvoyTarget) []config.Endpoint {
 	if t.PodIP == "" {
 		return nil
 	}
@@ -552,8 +510,8 @@ func probeEndpoints(t EnvoyTarget) []config.Endpoint {
 // mountedSources resolves where each item of each Secret or ConfigMap source shows its
 // certificate and CA bundle in the Envoy container (every container when the Envoy container is
 // unknown), and which mounts are copies that never update.
-func mountedSources(t EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRisk) {
-	vols := map[string]PodVolume{}
+func mountedSources(t kube.EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRisk) {
+	vols := map[string]kube.PodVolume{}
 	for _, v := range t.Volumes {
 		vols[v.Name] = v
 	}
@@ -650,11 +608,11 @@ func mountedSources(t EnvoyTarget, keys SourceKeys) ([]mountedSource, []MountRis
 }
 
 // sourceName is the desired source name of a volume source of a pod in namespace ns.
-func sourceName(ns string, src VolumeSource) string {
+func sourceName(ns string, src kube.VolumeSource) string {
 	if src.Kind == "ConfigMap" {
-		return ConfigMapSourceName(ns, src.Name)
+		return kube.ConfigMapSourceName(ns, src.Name)
 	}
-	return SecretSourceName(ns, src.Name)
+	return kube.SecretSourceName(ns, src.Name)
 }
 
 // underSubPath is where volume path rel appears when the volume's sub is mounted at mountPath.
@@ -672,7 +630,7 @@ func underSubPath(mountPath, sub, rel string) (string, bool) {
 
 // fileIn is the path of key inside the volume: the key itself, or its items mapping; false when
 // key is "" or items are listed and leave the key out.
-func fileIn(src VolumeSource, key string) (string, bool) {
+func fileIn(src kube.VolumeSource, key string) (string, bool) {
 	if key == "" {
 		return "", false
 	}

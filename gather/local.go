@@ -1,4 +1,4 @@
-package main
+package gather
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
 
-// GatherOptions bound the work of one Gather.
-type GatherOptions struct {
+// Options bound the work of one Gather.
+type Options struct {
 	// Timeout bounds each Envoy's whole admin read (all its requests together) and each handshake.
 	Timeout time.Duration
 	// Concurrency is the most file reads, admin snapshots and handshakes in flight at once, per
@@ -32,12 +32,14 @@ type GatherOptions struct {
 	Admins *envoyadmin.Transports
 }
 
-// Gather observes the three views described by cfg — desired files, each Envoy's admin endpoint,
+// Local observes the three views described by cfg — desired files, each Envoy's admin endpoint,
 // and a handshake per endpoint and SNI — and returns them as audit inputs. It never fails as a
 // whole: whatever could not be observed is recorded in the inputs (Observation.Err, Snapshot
 // errors, Result.Err) so that the audit reports it as a finding instead of hiding the rest.
-// It is shared by `certdrift audit` and the exporter's probe loop.
-func Gather(ctx context.Context, cfg *config.Config, opt GatherOptions) audit.Inputs {
+// It is shared by `certdrift audit` and the exporter's probe loop. sc keeps one Envoy (OneEnvoy);
+// every desired source is read whatever the scope, as the files have no namespace.
+func Local(ctx context.Context, cfg *config.Config, sc Scope, opt Options) audit.Inputs {
+	cfg = scopeConfig(cfg, sc)
 	if opt.Concurrency < 1 {
 		opt.Concurrency = 1
 	}
@@ -86,7 +88,7 @@ func SourceOf(d config.Desired) files.Source {
 	return s
 }
 
-func readDesired(ds []config.Desired, opt GatherOptions, log *slog.Logger) []files.Observation {
+func readDesired(ds []config.Desired, opt Options, log *slog.Logger) []files.Observation {
 	out := make([]files.Observation, len(ds))
 	forEach(len(ds), opt.Concurrency, func(i int) {
 		out[i] = files.Read(SourceOf(ds[i]), opt.Limits)
@@ -99,7 +101,7 @@ func readDesired(ds []config.Desired, opt GatherOptions, log *slog.Logger) []fil
 	return out
 }
 
-func snapshotAdmins(ctx context.Context, es []config.Envoy, views []audit.EnvoyView, opt GatherOptions, log *slog.Logger) {
+func snapshotAdmins(ctx context.Context, es []config.Envoy, views []audit.EnvoyView, opt Options, log *slog.Logger) {
 	forEach(len(es), opt.Concurrency, func(i int) {
 		e := es[i]
 		if e.Admin == "" {
@@ -124,7 +126,7 @@ func snapshotAdmins(ctx context.Context, es []config.Envoy, views []audit.EnvoyV
 
 // probeEndpoints makes one handshake per endpoint and SNI (one without SNI when none is listed)
 // and files each result under the Envoy it belongs to.
-func probeEndpoints(ctx context.Context, es []config.Envoy, views []audit.EnvoyView, opt GatherOptions, log *slog.Logger) {
+func probeEndpoints(ctx context.Context, es []config.Envoy, views []audit.EnvoyView, opt Options, log *slog.Logger) {
 	var targets []tlsprobe.Target
 	var owner []int
 	var failed []tlsprobe.Result

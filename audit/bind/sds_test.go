@@ -1,4 +1,4 @@
-package kube
+package bind
 
 import (
 	"encoding/json"
@@ -10,9 +10,11 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"sigs.k8s.io/yaml"
 
+	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/envoystate"
+	"github.com/certdrift/certdrift/probe/kube"
 )
 
 func TestParseSDSName(t *testing.T) {
@@ -70,12 +72,12 @@ func inventoryOf(m map[string]bool) SecretLookup {
 }
 
 func TestSDSBindings(t *testing.T) {
-	istio := EnvoyTarget{Namespace: "istio-system", Pod: "ingress-1", Preset: PresetIstio}
+	istio := kube.EnvoyTarget{Namespace: "istio-system", Pod: "ingress-1", Preset: kube.PresetIstio}
 	cert := func(n string) envoystate.Secret { return envoystate.Secret{Name: n, HasCertificate: true} }
 	trust := func(n string) envoystate.Secret { return envoystate.Secret{Name: n, HasValidation: true} }
 	cases := map[string]struct {
 		reason    string
-		target    EnvoyTarget
+		target    kube.EnvoyTarget
 		snap      *envoystate.Snapshot
 		inv       map[string]bool
 		want      []config.Binding
@@ -87,9 +89,9 @@ func TestSDSBindings(t *testing.T) {
 			snap: &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("default"), trust("ROOTCA"),
 				cert("kubernetes://web-cred"), cert("kubernetes://apps/api-cred"), cert("kubernetes-gateway://apps/gw-cred")}},
 			want: []config.Binding{
-				{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginSDSName},
-				{Source: "apps/api-cred", Secret: "kubernetes://apps/api-cred", Origin: OriginSDSName},
-				{Source: "apps/gw-cred", Secret: "kubernetes-gateway://apps/gw-cred", Origin: OriginSDSName},
+				{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: audit.OriginSDSName},
+				{Source: "apps/api-cred", Secret: "kubernetes://apps/api-cred", Origin: audit.OriginSDSName},
+				{Source: "apps/gw-cred", Secret: "kubernetes-gateway://apps/gw-cred", Origin: audit.OriginSDSName},
 			},
 		},
 		"WarmingFromListener": {
@@ -98,8 +100,8 @@ func TestSDSBindings(t *testing.T) {
 			snap: &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("kubernetes://web-cred")},
 				Listeners: []envoystate.FilterChainTLS{{SDSCertNames: []string{"kubernetes://web-cred", "kubernetes://new-cred"}}}},
 			want: []config.Binding{
-				{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginSDSName},
-				{Source: "istio-system/new-cred", Secret: "kubernetes://new-cred", Origin: OriginSDSName},
+				{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: audit.OriginSDSName},
+				{Source: "istio-system/new-cred", Secret: "kubernetes://new-cred", Origin: audit.OriginSDSName},
 			},
 		},
 		"CACertSameSecret": {
@@ -108,7 +110,7 @@ func TestSDSBindings(t *testing.T) {
 			snap: &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("kubernetes://web-cred"), trust("kubernetes://web-cred-cacert")},
 				Listeners: []envoystate.FilterChainTLS{{SDSValidationName: "kubernetes://web-cred-cacert"}}},
 			inv:       map[string]bool{"istio-system/web-cred": true, "istio-system/web-cred-cacert": true},
-			want:      []config.Binding{{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginSDSName}},
+			want:      []config.Binding{{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: audit.OriginSDSName}},
 			wantTrust: []TrustBinding{{Secret: "kubernetes://web-cred-cacert", Source: "istio-system/web-cred"}},
 		},
 		"CACertSeparateSecret": {
@@ -139,25 +141,25 @@ func TestSDSBindings(t *testing.T) {
 		},
 		"EnvoyGatewayPreset": {
 			reason: "Envoy Gateway's ns/name binds for its proxies even when the Secret is not (yet) in the inventory",
-			target: EnvoyTarget{Namespace: "envoy-gateway-system", Pod: "envoy-default-gw-1", Preset: PresetEnvoyGateway},
+			target: kube.EnvoyTarget{Namespace: "envoy-gateway-system", Pod: "envoy-default-gw-1", Preset: kube.PresetEnvoyGateway},
 			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("default/gw-tls"), cert("default/absent")}},
 			inv:    map[string]bool{"default/gw-tls": true},
-			want: []config.Binding{{Source: "default/gw-tls", Secret: "default/gw-tls", Origin: OriginSDSName},
-				{Source: "default/absent", Secret: "default/absent", Origin: OriginSDSName}},
+			want: []config.Binding{{Source: "default/gw-tls", Secret: "default/gw-tls", Origin: audit.OriginSDSName},
+				{Source: "default/absent", Secret: "default/absent", Origin: audit.OriginSDSName}},
 		},
 		"SlashNameOtherPreset": {
 			reason: "a plain Envoy's ns/name binds only a Secret the inventory holds",
-			target: EnvoyTarget{Namespace: "a", Pod: "p", Preset: PresetEnvoy},
+			target: kube.EnvoyTarget{Namespace: "a", Pod: "p", Preset: kube.PresetEnvoy},
 			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("a/web-tls"), cert("team/whatever")}},
 			inv:    map[string]bool{"a/web-tls": false},
-			want:   []config.Binding{{Source: "a/web-tls", Secret: "a/web-tls", Origin: OriginSDSName}},
+			want:   []config.Binding{{Source: "a/web-tls", Secret: "a/web-tls", Origin: audit.OriginSDSName}},
 		},
 		"AnnotationWins": {
 			reason: "a Secret declared in certdrift.dev/secrets keeps the explicit origin",
-			target: EnvoyTarget{Namespace: "istio-system", Pod: "p", Preset: PresetIstio, DeclaredSecrets: []string{"istio-system/web-cred"}},
+			target: kube.EnvoyTarget{Namespace: "istio-system", Pod: "p", Preset: kube.PresetIstio, DeclaredSecrets: []string{"istio-system/web-cred"}},
 			snap:   &envoystate.Snapshot{Secrets: []envoystate.Secret{cert("kubernetes://web-cred"), cert("kubernetes://other")}},
-			want: []config.Binding{{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: OriginConfig},
-				{Source: "istio-system/other", Secret: "kubernetes://other", Origin: OriginSDSName}},
+			want: []config.Binding{{Source: "istio-system/web-cred", Secret: "kubernetes://web-cred", Origin: audit.OriginConfig},
+				{Source: "istio-system/other", Secret: "kubernetes://other", Origin: audit.OriginSDSName}},
 		},
 		"NoSnapshot": {reason: "no admin, nothing", target: istio},
 	}
@@ -190,7 +192,7 @@ func TestSDSBindingsRecorded(t *testing.T) {
 		if len(secrets) < 2 {
 			t.Fatalf("fixture parsed to %d secrets, want default and ROOTCA at least", len(secrets))
 		}
-		target := EnvoyTarget{Namespace: "default", Pod: "productpage-v1", Preset: PresetIstio}
+		target := kube.EnvoyTarget{Namespace: "default", Pod: "productpage-v1", Preset: kube.PresetIstio}
 		all := func(string) (bool, bool) { return true, true } // even a cluster holding every name binds nothing
 		bs, trust := SDSBindings(target, &envoystate.Snapshot{Secrets: secrets, Listeners: listeners}, all)
 		if len(bs) != 0 || len(trust) != 0 {
@@ -218,12 +220,12 @@ func TestSDSBindingsRecorded(t *testing.T) {
 			}
 			fcs = append(fcs, got...)
 		}
-		target := EnvoyTarget{Namespace: "envoy-gateway-system", Pod: "envoy-gateway-1-abc", Preset: PresetEnvoyGateway}
+		target := kube.EnvoyTarget{Namespace: "envoy-gateway-system", Pod: "envoy-gateway-1-abc", Preset: kube.PresetEnvoyGateway}
 		bs, _ := SDSBindings(target, &envoystate.Snapshot{Listeners: fcs}, nil)
 		want := []config.Binding{
-			{Source: "envoy-gateway/tls-secret-foo-example-com", Secret: "envoy-gateway/tls-secret-foo-example-com", Origin: OriginSDSName},
-			{Source: "envoy-gateway/tls-secret-example-com", Secret: "envoy-gateway/tls-secret-example-com", Origin: OriginSDSName},
-			{Source: "envoy-gateway/tls-secret-bar-example-com", Secret: "envoy-gateway/tls-secret-bar-example-com", Origin: OriginSDSName},
+			{Source: "envoy-gateway/tls-secret-foo-example-com", Secret: "envoy-gateway/tls-secret-foo-example-com", Origin: audit.OriginSDSName},
+			{Source: "envoy-gateway/tls-secret-example-com", Secret: "envoy-gateway/tls-secret-example-com", Origin: audit.OriginSDSName},
+			{Source: "envoy-gateway/tls-secret-bar-example-com", Secret: "envoy-gateway/tls-secret-bar-example-com", Origin: audit.OriginSDSName},
 		}
 		if diff := cmp.Diff(want, bs, cmpopts.SortSlices(func(a, b config.Binding) bool { return a.Source < b.Source })); diff != "" {
 			t.Errorf("SDSBindings(envoy gateway listeners): -want +got:\n%s", diff)

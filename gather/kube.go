@@ -1,0 +1,319 @@
+package gather
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/certdrift/certdrift/audit"
+	"github.com/certdrift/certdrift/audit/bind"
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/envoyadmin"
+	"github.com/certdrift/certdrift/probe/envoystate"
+	"github.com/certdrift/certdrift/probe/kube"
+)
+
+// KubeOptions bound a Session.
+type KubeOptions struct {
+	Namespaces []string
+	// Selectors and Presets narrow Envoy discovery (kube.DiscoveryOptions).
+	Selectors   []string
+	Presets     []kube.Preset
+	AdminMode   kube.AdminMode
+	SyncTimeout time.Duration
+	// The inventory's server-side filters (kube.Options): excluded namespaces, Secret types,
+	// Opaque layouts, label selectors, CA-bundle ConfigMaps.
+	ExcludeNamespaces []string
+	SecretTypes       []string
+	Layouts           []kube.Layout
+	SecretSelector    string
+	ConfigMapSelector string
+	ConfigMapNames    []string
+	// QPS and Burst bound each client's request rate (0: the kube package's defaults).
+	QPS   float32
+	Burst int
+	// OnDesiredChange is called (on an informer goroutine: quick, non-blocking) after a Secret
+	// or ConfigMap summary changes, and OnTargetChange after an Envoy pod does; the exporter
+	// uses them to refresh without waiting for its next round.
+	OnDesiredChange func(kube.Change)
+	OnTargetChange  func(op kube.ChangeOp, namespace, pod string)
+	// PairingSources are the sources that declared pairings name ("namespace/name",
+	// "configmap:namespace/name"): read by name when the informers do not watch them.
+	PairingSources []string
+	// Shard, when set, keeps only the Envoy pods it returns true for: the others are neither
+	// read over admin nor handshaken. The exporter's --shard/--total-shards sets it, so that N
+	// replicas split the probing and not only the exposition. Every Secret stays in the desired
+	// view: a pod of this shard may mount a Secret of another.
+	Shard func(namespace, pod string) bool
+	Options
+}
+
+// Session holds the informers of the Kubernetes mode: the Secret/ConfigMap inventory and
+// Envoy discovery stay current between rounds, so a one-shot audit lists once and the exporter
+// keeps watching. Start it with Start, take rounds with Gather, stop it with Close.
+type Session struct {
+	inv    *kube.Inventory
+	disc   *kube.Discovery
+	dialer *kube.AdminDialer
+	policy config.Policy
+	opt    KubeOptions
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start starts the informers and waits (up to SyncTimeout) for their initial lists. It fails
+// only when the cluster cannot be read at all (bad config, RBAC, API server down).
+func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeOptions) (*Session, error) {
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if opt.Concurrency < 1 {
+		opt.Concurrency = 1
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = policy.Timeout.D()
+	}
+	if opt.SyncTimeout <= 0 {
+		opt.SyncTimeout = 30 * time.Second
+	}
+	log := opt.Log
+	inv, err := kube.New(rc, opt.InventoryOptions())
+	if err != nil {
+		return nil, err
+	}
+	disc, err := kube.NewDiscovery(rc, kube.DiscoveryOptions{Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
+		Selectors: opt.Selectors, Presets: opt.Presets, QPS: opt.QPS, Burst: opt.Burst, Logger: log, OnChange: opt.OnTargetChange})
+	if err != nil {
+		return nil, err
+	}
+	dialer, err := kube.NewAdminDialer(rc, kube.AdminAccessOptions{Mode: opt.AdminMode, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Session{inv: inv, disc: disc, dialer: dialer, policy: policy, opt: opt, stop: stop}
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); _ = inv.Run(runCtx) }()
+	go func() { defer s.wg.Done(); _ = disc.Run(runCtx) }()
+
+	syncCtx, cancel := context.WithTimeout(ctx, opt.SyncTimeout)
+	err = errors.Join(inv.WaitSynced(syncCtx), disc.WaitSynced(syncCtx))
+	cancel()
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("read the cluster: %w", err)
+	}
+	return s, nil
+}
+
+// InventoryOptions are the kube.Options these KubeOptions ask for.
+func (opt KubeOptions) InventoryOptions() kube.Options {
+	return kube.Options{
+		Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
+		SecretTypes: opt.SecretTypes, Layouts: opt.Layouts, SecretSelector: opt.SecretSelector,
+		ConfigMapSelector: opt.ConfigMapSelector, ConfigMapNames: opt.ConfigMapNames,
+		QPS: opt.QPS, Burst: opt.Burst, Logger: opt.Log, OnChange: opt.OnDesiredChange,
+	}
+}
+
+// Close stops the informers and closes port-forward sessions; nothing of the session outlives it.
+func (s *Session) Close() {
+	s.stop()
+	s.wg.Wait()
+	s.dialer.Close()
+}
+
+// Inventory and Discovery expose the informers, for health and metrics.
+func (s *Session) Inventory() *kube.Inventory { return s.inv }
+func (s *Session) Discovery() *kube.Discovery { return s.disc }
+
+// OpenAdmin reaches a discovered pod's Envoy admin the way rounds do (pod IP or port-forward);
+// the caller closes the connection.
+func (s *Session) OpenAdmin(ctx context.Context, namespace, pod string) (*kube.AdminConn, error) {
+	for _, t := range s.disc.Targets(ctx).Targets {
+		if t.Namespace == namespace && t.Pod == pod {
+			return s.dialer.Open(ctx, t)
+		}
+	}
+	return nil, fmt.Errorf("pod %s/%s is not a discovered Envoy", namespace, pod)
+}
+
+// KubeOnce is one audit's worth of a Session: start, one round, close.
+func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeOptions) (audit.Inputs, error) {
+	s, err := Start(ctx, rc, policy, opt)
+	if err != nil {
+		return audit.Inputs{}, err
+	}
+	defer s.Close()
+	return s.Gather(ctx, Fleet), nil
+}
+
+// Gather observes the three views in the cluster as they are now: Secrets from the inventory
+// (desired), every discovered Envoy pod's admin (loaded, directly or through port-forward) and a
+// handshake per pod IP, TLS port and SNI (served), with bindings from each pod's spec. Secrets
+// and ConfigMaps that pods mount or name (or that pairings name) but the informers do not watch
+// are read by name (kube.Inventory.Fetch): a trust bundle in an Opaque Secret or a ConfigMap is
+// desired too. Handshakes do not depend on the admin: without it the ports come from the pod
+// spec. Like Local it records what could not be observed in the inputs instead of failing. sc
+// narrows the round (see Scope); the shard (KubeOptions.Shard) applies within it.
+func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
+	opt, log := s.opt, s.opt.Log
+	inv := s.inv.Snapshot()
+	snap := s.disc.Targets(ctx)
+	snap.Targets = scopeTargets(shardTargets(snap.Targets, opt.Shard), sc)
+	for _, e := range snap.Errors {
+		log.Warn("envoy discovery", "source", e.Source, "err", e.Err)
+	}
+
+	admins := make([]*envoystate.Snapshot, len(snap.Targets))
+	forEach(len(snap.Targets), opt.Concurrency, func(i int) {
+		t := snap.Targets[i]
+		for _, e := range t.AnnotationErrors {
+			log.Warn("envoy pod annotation", "envoy", t.Key(), "err", e)
+		}
+		if t.AdminPort > 0 {
+			admins[i] = snapshotPod(ctx, s.dialer, t, opt.Timeout, log)
+		}
+	})
+	s.dialer.CloseIdle()
+
+	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
+	inv = scopeDesired(inv, sc, refs)
+	log.Info("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
+	extra := s.inv.Fetch(ctx, unwatchedRefs(inv, refs))
+	if n := len(extra.Secrets) + len(extra.ConfigMaps); n > 0 {
+		log.Debug("mounted sources read by name", "sources", n)
+	}
+	desired := slices.Concat(inv.Observations(), extra.Observations())
+	keys := bind.KeysOf(inv, extra)
+	leaves := bind.DesiredNames(desired)
+	lookup := bind.Lookup(desired)
+	envoys := make([]config.Envoy, len(snap.Targets))
+	views := make([]audit.EnvoyView, len(snap.Targets))
+	for i, t := range snap.Targets {
+		p := bind.Pod(t, admins[i], keys, lookup, leaves)
+		for _, tb := range p.Trust {
+			log.Debug("envoy trust bundle", "envoy", t.Key(), "sds_secret", tb.Secret, "source", tb.Source, "missing", tb.Missing)
+		}
+		envoys[i] = p.Envoy
+		views[i] = audit.EnvoyView{Config: p.Envoy, Admin: admins[i], Pod: podContext(t, p.Risks)}
+	}
+	probeEndpoints(ctx, envoys, views, opt.Options, log)
+	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views}
+}
+
+// referencedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation,
+// SDS names) or that pairings name, each once.
+func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, pairingSources []string) []kube.SourceRef {
+	var out []kube.SourceRef
+	seen := map[kube.SourceRef]bool{}
+	add := func(r kube.SourceRef) {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	for i, t := range targets {
+		for _, r := range slices.Concat(kube.MountedRefs(t), bind.SDSRefs(t, admins[i])) {
+			add(r)
+		}
+	}
+	for _, src := range pairingSources {
+		if r, ok := kube.ParseSourceName(src); ok {
+			add(r)
+		}
+	}
+	return out
+}
+
+// unwatchedRefs are the refs that the inventory's snapshot does not hold.
+func unwatchedRefs(inv kube.Snapshot, refs []kube.SourceRef) []kube.SourceRef {
+	have := make(map[kube.SourceRef]bool, len(inv.Secrets)+len(inv.ConfigMaps))
+	for _, s := range inv.Secrets {
+		have[kube.SourceRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] = true
+	}
+	for _, c := range inv.ConfigMaps {
+		have[kube.SourceRef{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] = true
+	}
+	var out []kube.SourceRef
+	for _, r := range refs {
+		if !have[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// shardTargets keeps the targets keep owns, all of them when keep is nil.
+func shardTargets(ts []kube.EnvoyTarget, keep func(namespace, pod string) bool) []kube.EnvoyTarget {
+	if keep == nil {
+		return ts
+	}
+	out := make([]kube.EnvoyTarget, 0, len(ts))
+	for _, t := range ts {
+		if keep(t.Namespace, t.Pod) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// podContext is what the audit needs of a pod beyond its views.
+func podContext(t kube.EnvoyTarget, risks []bind.MountRisk) *audit.PodContext {
+	pc := &audit.PodContext{Namespace: t.Namespace, Pod: t.Pod, StartedAt: t.StartTime, NoHotReload: t.NoHotReload}
+	if t.Owner.Kind != "" {
+		pc.Workload = t.Owner.Kind + "/" + t.Owner.Name
+	}
+	for _, c := range t.Containers {
+		if c.Name == t.EnvoyContainer && !c.StartedAt.IsZero() {
+			pc.StartedAt = c.StartedAt
+		}
+	}
+	for _, r := range risks {
+		pc.Risks = append(pc.Risks, audit.MountRisk{Container: r.Container, MountPath: r.MountPath, SubPath: r.SubPath,
+			Source: r.Source, Reason: r.Reason})
+	}
+	return pc
+}
+
+// snapshotPod reads one pod's admin; a failure is recorded on every part of the snapshot, so the
+// audit reports the pod as unreachable instead of as an Envoy holding nothing.
+func snapshotPod(ctx context.Context, d *kube.AdminDialer, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
+	failed := func(url string, err error) *envoystate.Snapshot {
+		log.Warn("envoy admin", "envoy", t.Key(), "err", err)
+		return &envoystate.Snapshot{AdminURL: url, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
+	}
+	conn, err := d.Open(ctx, t)
+	if err != nil {
+		return failed(fmt.Sprintf("pod %s admin port %d", t.Key(), t.AdminPort), err)
+	}
+	defer conn.Close()
+	c, err := envoyadmin.New(conn.BaseURL, envoyadmin.Options{HTTPClient: conn.HTTPClient, Timeout: timeout})
+	if err != nil {
+		return failed(conn.BaseURL, fmt.Errorf("envoy %s admin %s: %w", t.Key(), conn.BaseURL, err))
+	}
+	start := time.Now()
+	s := c.Snapshot(ctx)
+	log.Debug("envoy admin read", "envoy", t.Key(), "admin", conn.BaseURL, "route", conn.Route,
+		"contexts", len(s.Contexts), "secrets", len(s.Secrets), "duration_seconds", time.Since(start).Seconds())
+	return s
+}
+
+// PairingSources are the sources named by pairings, each once.
+func PairingSources(ps []config.Pairing) []string {
+	var out []string
+	for _, p := range ps {
+		for _, src := range []string{p.Bundle.Source, p.Leaf.Source} {
+			if src != "" && !slices.Contains(out, src) {
+				out = append(out, src)
+			}
+		}
+	}
+	return out
+}

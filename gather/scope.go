@@ -1,0 +1,100 @@
+package gather
+
+import (
+	"strings"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/kube"
+)
+
+// Scope narrows a round to part of the fleet: every Envoy (the zero Scope, Fleet), the Envoys of
+// one namespace, or one Envoy. A repair's post-check verifies the pod it restarted with a
+// one-pod scope instead of gathering the whole fleet again.
+//
+// Only the loaded and served views narrow fully: a narrowed Kubernetes round keeps the desired
+// sources of the scope's namespace and every source its Envoys mount or name (the audit's
+// inferred bindings look no further than a pod's namespace), so the audit judges the scoped
+// Envoys exactly as a fleet round would.
+type Scope struct {
+	// Namespace keeps the Envoys of one namespace (Kubernetes mode; local Envoys have none).
+	Namespace string
+	// Envoy keeps one Envoy, by the name the audit gives it: "namespace/pod" in Kubernetes mode,
+	// the configured name in local mode.
+	Envoy string
+}
+
+// Fleet is every Envoy.
+var Fleet = Scope{}
+
+// InNamespace is the Envoys of namespace ns.
+func InNamespace(ns string) Scope { return Scope{Namespace: ns} }
+
+// OnePod is the Envoy of one Kubernetes pod.
+func OnePod(namespace, pod string) Scope {
+	return Scope{Namespace: namespace, Envoy: namespace + "/" + pod}
+}
+
+// OneEnvoy is one Envoy of the local configuration, by its name.
+func OneEnvoy(name string) Scope { return Scope{Envoy: name} }
+
+// narrowed reports whether the scope is less than the fleet.
+func (sc Scope) narrowed() bool { return sc.Namespace != "" || sc.Envoy != "" }
+
+// keepsPod reports whether a Kubernetes pod is in scope.
+func (sc Scope) keepsPod(namespace, pod string) bool {
+	if sc.Namespace != "" && namespace != sc.Namespace {
+		return false
+	}
+	return sc.Envoy == "" || sc.Envoy == namespace+"/"+pod
+}
+
+// scopeTargets keeps the targets in scope.
+func scopeTargets(ts []kube.EnvoyTarget, sc Scope) []kube.EnvoyTarget {
+	if !sc.narrowed() {
+		return ts
+	}
+	return shardTargets(ts, sc.keepsPod)
+}
+
+// scopeDesired keeps, for a narrowed scope, the inventory's sources in the scope's namespace and
+// those the scope's Envoys or pairings reference (refs); the fleet keeps everything.
+func scopeDesired(inv kube.Snapshot, sc Scope, refs []kube.SourceRef) kube.Snapshot {
+	if !sc.narrowed() {
+		return inv
+	}
+	ns := sc.Namespace
+	if ns == "" {
+		ns, _, _ = strings.Cut(sc.Envoy, "/")
+	}
+	wanted := make(map[kube.SourceRef]bool, len(refs))
+	for _, r := range refs {
+		wanted[r] = true
+	}
+	out := kube.Snapshot{At: inv.At, Synced: inv.Synced, Errors: inv.Errors}
+	for _, s := range inv.Secrets {
+		if s.Namespace == ns || wanted[kube.SourceRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] {
+			out.Secrets = append(out.Secrets, s)
+		}
+	}
+	for _, c := range inv.ConfigMaps {
+		if c.Namespace == ns || wanted[kube.SourceRef{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] {
+			out.ConfigMaps = append(out.ConfigMaps, c)
+		}
+	}
+	return out
+}
+
+// scopeConfig is cfg with only the Envoys in scope (local mode: Namespace does not apply).
+func scopeConfig(cfg *config.Config, sc Scope) *config.Config {
+	if sc.Envoy == "" {
+		return cfg
+	}
+	c := *cfg
+	c.Envoys = nil
+	for _, e := range cfg.Envoys {
+		if e.Name == sc.Envoy {
+			c.Envoys = append(c.Envoys, e)
+		}
+	}
+	return &c
+}

@@ -1,0 +1,124 @@
+package gather
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/kube"
+)
+
+func TestScopeTargets(t *testing.T) {
+	targets := []kube.EnvoyTarget{{Namespace: "a", Pod: "gw-0"}, {Namespace: "a", Pod: "gw-1"}, {Namespace: "b", Pod: "gw-0"}, {Namespace: "ab", Pod: "gw-0"}}
+	cases := map[string]struct {
+		reason string
+		scope  Scope
+		want   []string
+	}{
+		"Fleet":       {reason: "the fleet keeps every pod", scope: Fleet, want: []string{"a/gw-0", "a/gw-1", "b/gw-0", "ab/gw-0"}},
+		"Namespace":   {reason: "a namespace keeps its pods, not a namespace it prefixes", scope: InNamespace("a"), want: []string{"a/gw-0", "a/gw-1"}},
+		"OnePod":      {reason: "one pod keeps only it, not the same name elsewhere", scope: OnePod("b", "gw-0"), want: []string{"b/gw-0"}},
+		"AbsentPod":   {reason: "a pod discovery does not hold keeps nothing", scope: OnePod("a", "gw-9")},
+		"EnvoyByName": {reason: "an Envoy named without a namespace still narrows", scope: Scope{Envoy: "a/gw-1"}, want: []string{"a/gw-1"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, tg := range scopeTargets(targets, tc.scope) {
+				got = append(got, tg.Key())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestScopeDesired: a narrowed round keeps its namespace's sources and what its pods reference
+// in other namespaces, and nothing else; the fleet keeps everything.
+func TestScopeDesired(t *testing.T) {
+	inv := kube.Snapshot{
+		Secrets: []*kube.SecretSummary{{Namespace: "a", Name: "web-tls"}, {Namespace: "b", Name: "web-tls"},
+			{Namespace: "shared", Name: "gw-cert"}, {Namespace: "shared", Name: "other"}},
+		ConfigMaps: []kube.ConfigMapSummary{{Namespace: "a", Name: "bundle"}, {Namespace: "c", Name: "peer-bundle"}, {Namespace: "c", Name: "unrelated"}},
+	}
+	refs := []kube.SourceRef{{Kind: "Secret", Namespace: "shared", Name: "gw-cert"}, {Kind: "ConfigMap", Namespace: "c", Name: "peer-bundle"},
+		{Kind: "ConfigMap", Namespace: "shared", Name: "gw-cert"}} // a ConfigMap ref does not keep the Secret of the same name
+	names := func(s kube.Snapshot) []string {
+		var out []string
+		for _, x := range s.Secrets {
+			out = append(out, kube.SecretSourceName(x.Namespace, x.Name))
+		}
+		for _, x := range s.ConfigMaps {
+			out = append(out, kube.ConfigMapSourceName(x.Namespace, x.Name))
+		}
+		return out
+	}
+	cases := map[string]struct {
+		reason string
+		scope  Scope
+		want   []string
+	}{
+		"Fleet": {reason: "the fleet keeps every source", scope: Fleet, want: names(inv)},
+		"OnePod": {reason: "one pod keeps its namespace's sources and what it references",
+			scope: OnePod("a", "gw-0"), want: []string{"a/web-tls", "shared/gw-cert", "configmap:a/bundle", "configmap:c/peer-bundle"}},
+		"Namespace": {reason: "a namespace keeps its own sources and what its pods reference",
+			scope: InNamespace("b"), want: []string{"b/web-tls", "shared/gw-cert", "configmap:c/peer-bundle"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, names(scopeDesired(inv, tc.scope, refs))); diff != "" {
+				t.Errorf("%s: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestLocalScope: a local round scoped to one Envoy reads only that Envoy (its admin and its
+// endpoints), and every desired source.
+func TestLocalScope(t *testing.T) {
+	dir := t.TempDir()
+	closed := closedPort(t)
+	cfg := &config.Config{
+		Desired: []config.Desired{{Name: "front", Dir: dir}},
+		Envoys: []config.Envoy{
+			{Name: "one", Endpoints: []config.Endpoint{{Address: closed}}},
+			{Name: "two", Endpoints: []config.Endpoint{{Address: closed, SNI: []string{"x", "y"}}}},
+		},
+	}
+	for name, tc := range map[string]struct {
+		scope      Scope
+		envoys     []string
+		handshakes int
+	}{
+		"Fleet":    {scope: Fleet, envoys: []string{"one", "two"}, handshakes: 3},
+		"OneEnvoy": {scope: OneEnvoy("two"), envoys: []string{"two"}, handshakes: 2},
+		"Unknown":  {scope: OneEnvoy("three")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := Local(context.Background(), cfg, tc.scope, Options{Timeout: time.Second, Concurrency: 2})
+			var got []string
+			n := 0
+			for _, ev := range in.Envoys {
+				got = append(got, ev.Config.Name)
+				n += len(ev.Served)
+			}
+			if diff := cmp.Diff(tc.envoys, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("envoys: -want +got:\n%s", diff)
+			}
+			if n != tc.handshakes {
+				t.Errorf("%d handshakes, want %d", n, tc.handshakes)
+			}
+			if len(in.Desired) != 1 || len(in.Config.Envoys) != len(tc.envoys) {
+				t.Errorf("desired %d (want 1), config envoys %d (want %d)", len(in.Desired), len(in.Config.Envoys), len(tc.envoys))
+			}
+			if len(cfg.Envoys) != 2 {
+				t.Fatalf("Local changed the caller's config: %d Envoys left", len(cfg.Envoys))
+			}
+		})
+	}
+}

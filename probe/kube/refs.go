@@ -1,0 +1,47 @@
+package kube
+
+import "slices"
+
+// SourceRef names a Secret or ConfigMap that an Envoy pod mounts or names.
+type SourceRef struct {
+	Kind            string // "Secret" or "ConfigMap"
+	Namespace, Name string
+}
+
+// Source is the desired source name of the reference.
+func (r SourceRef) Source() string {
+	if r.Kind == "ConfigMap" {
+		return ConfigMapSourceName(r.Namespace, r.Name)
+	}
+	return SecretSourceName(r.Namespace, r.Name)
+}
+
+// MountedRefs lists the Secrets and ConfigMaps mounted into the Envoy container (every container
+// when it is unknown; never the service account token volume's kube-root-ca.crt) and the Secrets
+// certdrift.dev/secrets declares, each once.
+func MountedRefs(t EnvoyTarget) []SourceRef {
+	var out []SourceRef
+	add := func(r SourceRef) {
+		if r.Name != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	vols := map[string]PodVolume{}
+	for _, v := range t.Volumes {
+		vols[v.Name] = v
+	}
+	for _, m := range t.Mounts {
+		if (t.EnvoyContainer != "" && m.Container != t.EnvoyContainer) || vols[m.Volume].Token {
+			continue
+		}
+		for _, src := range vols[m.Volume].Sources {
+			add(SourceRef{Kind: src.Kind, Namespace: t.Namespace, Name: src.Name})
+		}
+	}
+	for _, d := range t.DeclaredSecrets {
+		if ns, name, ok := SplitRef(d); ok {
+			add(SourceRef{Kind: "Secret", Namespace: ns, Name: name})
+		}
+	}
+	return out
+}

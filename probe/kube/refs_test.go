@@ -1,0 +1,51 @@
+package kube
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestMountedRefs: what a pod mounts into Envoy and declares, each once, for reading the sources
+// the inventory does not watch; not the service account token volume's ConfigMap.
+func TestMountedRefs(t *testing.T) {
+	tg := EnvoyTarget{Namespace: "a", Pod: "p", EnvoyContainer: "envoy", DeclaredSecrets: []string{"b/declared", "a/web-tls"},
+		Volumes: []PodVolume{
+			{Name: "tls", Sources: []VolumeSource{{Kind: "Secret", Name: "web-tls"}, {Kind: "Secret", Name: "web-ca"}, {Kind: "ConfigMap", Name: "bundle"}}},
+			secretVol("again", "web-tls"), secretVol("app", "app-only"),
+			{Name: "kube-api-access-x", Token: true, Sources: []VolumeSource{{Kind: "ConfigMap", Name: "kube-root-ca.crt"}}}},
+		Mounts: []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}, {Container: "envoy", Volume: "again", MountPath: "/again"},
+			{Container: "app", Volume: "app", MountPath: "/app"},
+			{Container: "envoy", Volume: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}}
+	want := []SourceRef{{"Secret", "a", "web-tls"}, {"Secret", "a", "web-ca"}, {"ConfigMap", "a", "bundle"}, {"Secret", "b", "declared"}}
+	if diff := cmp.Diff(want, MountedRefs(tg)); diff != "" {
+		t.Errorf("MountedRefs(): -want +got:\n%s", diff)
+	}
+}
+
+func TestParseSourceName(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		want SourceRef
+		ok   bool
+	}{
+		"Secret":    {in: "a/web-tls", want: SourceRef{"Secret", "a", "web-tls"}, ok: true},
+		"ConfigMap": {in: "configmap:a/bundle", want: SourceRef{"ConfigMap", "a", "bundle"}, ok: true},
+		"NoNS":      {in: "web-tls"},
+		"Local":     {in: "web"},
+		"BadName":   {in: "a/Web_TLS"},
+		"Empty":     {in: ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := ParseSourceName(tc.in)
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("ParseSourceName(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func secretVol(name, secret string, items ...KeyPath) PodVolume {
+	return PodVolume{Name: name, Sources: []VolumeSource{{Kind: "Secret", Name: secret, Items: items}}}
+}
