@@ -16,7 +16,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"
@@ -213,7 +213,7 @@ func TestShardSplitsProbes(t *testing.T) {
 				if tc.total == 1 && keep != nil {
 					t.Fatalf("%s: want no filter with one shard", tc.reason)
 				}
-				exposed := exposition.Shard{Index: shard, Total: tc.total}
+				exposed := collector.Shard{Index: shard, Total: tc.total}
 				for _, tg := range shardTargets(targets, keep) {
 					probedBy[tg.Key()] = append(probedBy[tg.Key()], shard)
 					if !exposed.Owns(tg.Key()) {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/internal/connlimit"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/kube"
@@ -103,7 +103,7 @@ func (c *serveCmd) Validate() error {
 type exporter struct {
 	c     *serveCmd
 	log   *slog.Logger
-	store *exposition.Store
+	store *collector.Store
 
 	// Local mode: the current configuration, swapped by reloads.
 	cfg atomic.Pointer[config.Config]
@@ -121,9 +121,9 @@ type exporter struct {
 }
 
 func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error {
-	store := exposition.NewStore(exposition.Options{
-		Shard: exposition.Shard{Index: c.Shard, Total: c.TotalShards},
-		Build: exposition.BuildInfo{Version: b.Version, Revision: b.Commit, GoVersion: b.GoVersion},
+	store := collector.NewStore(collector.Options{
+		Shard: collector.Shard{Index: c.Shard, Total: c.TotalShards},
+		Build: collector.BuildInfo{Version: b.Version, Revision: b.Commit, GoVersion: b.GoVersion},
 	})
 	x := &exporter{c: c, log: log, store: store, trigger: make(chan struct{}, 1), reload: make(chan chan error),
 		desired: newDesiredQueue()}
@@ -256,7 +256,7 @@ func closeAll(ls []net.Listener) {
 
 // metricsHandler is /metrics: the store's cached text path for plain-text scrapes, promhttp
 // (ContinueOnError, timeout, request limit) for everything else; both under one request limit.
-func (x *exporter) metricsHandler(store *exposition.Store, gatherer prometheus.Gatherer, runtimeReg *prometheus.Registry) (http.Handler, error) {
+func (x *exporter) metricsHandler(store *collector.Store, gatherer prometheus.Gatherer, runtimeReg *prometheus.Registry) (http.Handler, error) {
 	fallback := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      slog.NewLogLogger(x.log.Handler(), slog.LevelError),
@@ -472,14 +472,14 @@ func (x *exporter) runRound(ctx context.Context) {
 	default:
 	}
 	policy := x.policy()
-	var r exposition.Round
+	var r collector.Round
 	if x.kube != nil {
 		in := x.kube.Gather(rctx)
 		if cfg := x.cfg.Load(); cfg != nil {
 			in.Config.Pairings = cfg.Pairings
 		}
 		inv := x.kube.Inventory()
-		r = exposition.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), Kubernetes: true,
+		r = collector.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), Kubernetes: true,
 			SourcesUp: map[string]bool{"kubernetes": inv.Synced() && len(inv.Errors()) == 0}}
 	} else {
 		cfg := x.cfg.Load()
@@ -488,7 +488,7 @@ func (x *exporter) runRound(ctx context.Context) {
 		for _, o := range in.Desired {
 			filesUp = filesUp && o.Err == nil
 		}
-		r = exposition.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), SourcesUp: map[string]bool{"files": filesUp}}
+		r = collector.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), SourcesUp: map[string]bool{"files": filesUp}}
 	}
 	if ctx.Err() != nil {
 		return // shutting down: a half-observed round would only mislead
@@ -501,13 +501,13 @@ func (x *exporter) runRound(ctx context.Context) {
 }
 
 // podShard is the KubeOptions.Shard of --shard/--total-shards: a pod is probed by the replica
-// that exposes it (exposition.Shard on "namespace/pod", the Envoy's name in Kubernetes mode).
+// that exposes it (collector.Shard on "namespace/pod", the Envoy's name in Kubernetes mode).
 // nil with one shard: every pod.
 func (c *serveCmd) podShard() func(namespace, pod string) bool {
 	if c.TotalShards <= 1 {
 		return nil
 	}
-	sh := exposition.Shard{Index: c.Shard, Total: c.TotalShards}
+	sh := collector.Shard{Index: c.Shard, Total: c.TotalShards}
 	return func(namespace, pod string) bool { return sh.Owns(namespace + "/" + pod) }
 }
 

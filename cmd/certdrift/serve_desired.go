@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/probe/kube"
 )
 
@@ -49,7 +49,7 @@ func (q *desiredQueue) take() []kube.Change {
 }
 
 // run applies queued changes to the store until ctx ends.
-func (q *desiredQueue) run(ctx context.Context, store *exposition.Store) {
+func (q *desiredQueue) run(ctx context.Context, store *collector.Store) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,15 +66,15 @@ func (q *desiredQueue) run(ctx context.Context, store *exposition.Store) {
 
 // desiredUpdates converts Secret changes into the store's updates, with the same conversion a
 // round's Gather uses (kube.Snapshot.Observations), so both paths expose the same series.
-func desiredUpdates(changes []kube.Change) []exposition.DesiredUpdate {
+func desiredUpdates(changes []kube.Change) []collector.DesiredUpdate {
 	snap := kube.Snapshot{Secrets: make([]*kube.SecretSummary, 0, len(changes))}
 	for _, c := range changes {
 		snap.Secrets = append(snap.Secrets, c.Secret)
 	}
 	obs := snap.Observations()
-	out := make([]exposition.DesiredUpdate, len(changes))
+	out := make([]collector.DesiredUpdate, len(changes))
 	for i, c := range changes {
-		out[i] = exposition.DesiredUpdate{Observation: obs[i], Deleted: c.Op == kube.Deleted}
+		out[i] = collector.DesiredUpdate{Observation: obs[i], Deleted: c.Op == kube.Deleted}
 	}
 	return out
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/audit"
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/test/certs"
@@ -22,9 +22,9 @@ func TestDesiredQueue(t *testing.T) {
 		return &kube.SecretSummary{Namespace: "ns", Name: name, Items: []kube.ItemSummary{{CertKey: "tls.crt",
 			Chain: []kube.Cert{{DER: l.Cert.Raw}}}}}
 	}
-	store := exposition.NewStore(exposition.Options{})
+	store := collector.NewStore(collector.Options{})
 	start := time.Now()
-	store.Record(exposition.Round{Kubernetes: true, Started: start, Finished: start.Add(time.Millisecond),
+	store.Record(collector.Round{Kubernetes: true, Started: start, Finished: start.Add(time.Millisecond),
 		Inputs: desiredInputs(summary("a", oldLeaf), summary("b", oldLeaf))})
 
 	q := newDesiredQueue()
@@ -57,7 +57,7 @@ func desiredInputs(ss ...*kube.SecretSummary) (in audit.Inputs) {
 }
 
 // desiredFingerprintIn reads the store's exposition as a scrape would.
-func desiredFingerprintIn(store *exposition.Store, source string) string {
+func desiredFingerprintIn(store *collector.Store, source string) string {
 	reg, err := store.Registry()
 	if err != nil {
 		return "error: " + err.Error()

@@ -7,14 +7,14 @@ import (
 
 	clientmetrics "k8s.io/client-go/tools/metrics"
 
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 )
 
 // kubeErrorStore receives client-go's request results. client-go takes its metric hooks once per
 // process (metrics.Register is guarded by a sync.Once), so the hook is registered once and points
 // at the current exporter's store.
 var (
-	kubeErrorStore    atomic.Pointer[exposition.Store]
+	kubeErrorStore    atomic.Pointer[collector.Store]
 	kubeErrorHookOnce atomic.Bool
 )
 
@@ -36,7 +36,7 @@ func (kubeResultHook) Increment(_ context.Context, code, _, _ string) {
 	}
 }
 
-func countKubeErrors(s *exposition.Store) {
+func countKubeErrors(s *collector.Store) {
 	kubeErrorStore.Store(s)
 	if kubeErrorHookOnce.CompareAndSwap(false, true) {
 		clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: kubeResultHook{}})

@@ -1,4 +1,4 @@
-package exposition
+package collector
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

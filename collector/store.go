@@ -1,11 +1,11 @@
-// Package exposition turns certdrift's rounds (gathered audit inputs and their judgement) into
+// Package collector turns certdrift's rounds (gathered audit inputs and their judgement) into
 // Prometheus metrics. A Store keeps the latest round as an immutable snapshot of ready-made
 // series plus what needs memory across rounds — how long each binding has been stale, how long
 // each rotation took to converge, cumulative probe errors and durations — and its collectors
 // build const metrics from that in Collect. A scrape never observes anything itself: it reads the
 // snapshot, so scrapes stay cheap and do not multiply with the number of Prometheus replicas
 // (STYLE.md, "Metrics" 5).
-package exposition
+package collector
 
 import (
 	"context"
