@@ -53,7 +53,7 @@ test-unit: deps
 # times slower; the whole suite already ran without it), which keeps this pass to a few minutes.
 RACE_PKGS ?= ./collector ./internal/connlimit ./probe/netbudget ./probe/envoyadmin ./probe/tlsprobe \
   ./probe/files ./probe/kube ./remediate ./cmd/certdrift
-RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerServesWhatTheRegistryHolds \
+RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerFormats \
   TestIdleEvictedForNew TestBusyNotEvicted TestCloseDropsIdleKeepsBusy TestGrowWaitsForRelease \
   TestGrowEndsWithContext TestHoldersDoNotDeadlock TestReadAllWaitsThenFailsAtDeadline \
   TestSnapshotReplay TestSnapshotHungAdminOneBudget TestFetchWaitsForBudget TestTransportsReuse \

@@ -1,125 +1,256 @@
 package collector
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// textCache is the certificate families of one snapshot in the text format, plain and as one
-// gzip member: gzip members concatenate (RFC 1952, section 2.2), so a scrape can send the
-// cached member followed by a fresh member for the live part.
-type textCache struct {
-	snap      *snapshot
-	plain, gz []byte
+// exposition is the objects of one generation, assembled by family: a scrape writes each
+// family's header and then its rows, object by object. It is immutable; a writer assembles the
+// next one and swaps it in.
+type exposition struct {
+	fams []expFamily
+	// gz is the whole text of fams as one gzip member: gzip members concatenate (RFC 1952,
+	// section 2.2), so a scrape sends it followed by a fresh member for the live part. Prometheus
+	// always asks for gzip, and compressing 4 MB per scrape would be most of its cost.
+	gz []byte
+	// textSize is the length of the text before compression.
+	textSize int
 }
 
-// renderCerts renders the certificate families of snap and their text. It runs before snap is
-// swapped in (Record, UpdateDesired), so the text is always there when its snapshot is: before,
-// a scrape arriving between the swap and the render went through promhttp over every const
-// metric — about a second at 10,000 Secrets, the whole p99. A family that fails to encode (which
-// const metrics from a snapshot cannot, short of a programming error) leaves the text nil and
-// scrapes take the slow path.
-func renderCerts(snap *snapshot) ([]*dto.MetricFamily, *textCache) {
-	mfs := gatherCerts(snap)
-	plain, err := encodeText(mfs)
-	if err != nil {
-		return mfs, nil
-	}
-	gz, err := gzipBytes(plain)
-	if err != nil {
-		return mfs, nil
-	}
-	return mfs, &textCache{snap: snap, plain: plain, gz: gz}
+type expFamily struct {
+	f           *metricFamily
+	text, proto [][]byte
+	protoSize   int
 }
 
-// encodeText writes families in the text format, without empty label pairs.
-func encodeText(mfs []*dto.MetricFamily) ([]byte, error) {
-	var plain bytes.Buffer
-	enc := expfmt.NewEncoder(&plain, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			return nil, fmt.Errorf("encode %s: %w", mf.GetName(), err)
+// assemble builds the exposition of objs, in family name order and, within a family, object
+// order. The rows are shared with the objects, not copied.
+func assemble(objs objects) *exposition {
+	byID := make([]*expFamily, len(allFamilies))
+	for _, o := range objs {
+		for _, r := range o.rows {
+			ef := byID[r.f.id]
+			if ef == nil {
+				ef = &expFamily{f: r.f}
+				byID[r.f.id] = ef
+			}
+			ef.text = append(ef.text, r.text)
+			ef.proto = append(ef.proto, r.proto)
+			ef.protoSize += len(r.proto)
 		}
 	}
-	return dropEmptyLabels(plain.Bytes()), nil
-}
-
-func gzipBytes(b []byte) ([]byte, error) {
+	exp := &exposition{}
+	for _, ef := range byID {
+		if ef != nil {
+			ef.protoSize += len(ef.f.protoHeader)
+			exp.fams = append(exp.fams, *ef)
+		}
+	}
+	slices.SortFunc(exp.fams, func(a, b expFamily) int { return strings.Compare(a.f.name, b.f.name) })
 	var gz bytes.Buffer
-	gz.Grow(len(b) / 6)
 	zw := gzip.NewWriter(&gz)
-	if _, err := zw.Write(b); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return gz.Bytes(), nil
+	cw := &countingWriter{w: zw}
+	// Writes to a bytes.Buffer through gzip cannot fail.
+	_ = exp.writeText(cw)
+	_ = zw.Close()
+	exp.gz, exp.textSize = gz.Bytes(), cw.n
+	return exp
 }
 
-func (s *Store) cachedText() *textCache {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.text != nil && s.text.snap == s.snap {
-		return s.text
+func (e *exposition) writeText(w io.Writer) error {
+	for _, ef := range e.fams {
+		if _, err := w.Write(ef.f.textHeader); err != nil {
+			return err
+		}
+		for _, t := range ef.text {
+			if _, err := w.Write(t); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// Handler serves /metrics the way kube-state-metrics does: the per-round certificate text is
-// written from a cache and only the small live part (findings, ages, self-health, extra) is
-// encoded per request. Requests for another format than plain text, and scrapes before the first
-// round, go to fallback (promhttp over Gatherer).
-func (s *Store) Handler(fallback http.Handler, log *slog.Logger, extra ...prometheus.Gatherer) (http.Handler, error) {
-	live := prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{findingCollector{s}, healthCollector{s}} {
-		if err := live.Register(c); err != nil {
-			return nil, err
+// writeProto writes each family as one length-delimited MetricFamily: header fields, then every
+// object's Metric fields.
+func (e *exposition) writeProto(w io.Writer) error {
+	var lenBuf [binaryMaxVarint]byte
+	for _, ef := range e.fams {
+		if _, err := w.Write(protowire.AppendVarint(lenBuf[:0], uint64(ef.protoSize))); err != nil {
+			return err
+		}
+		if _, err := w.Write(ef.f.protoHeader); err != nil {
+			return err
+		}
+		for _, p := range ef.proto {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
 		}
 	}
-	gs := append(prometheus.Gatherers{live}, extra...)
-	textFormat := expfmt.NewFormat(expfmt.TypeTextPlain)
-	accepted := expfmt.DefaultAcceptedFormats()
+	return nil
+}
+
+const binaryMaxVarint = 10
+
+// writeText writes a row set (the live part) family by family.
+func (s *rowSet) writeText(w io.Writer) error {
+	for _, r := range s.rows {
+		if _, err := w.Write(r.f.textHeader); err != nil {
+			return err
+		}
+		if _, err := w.Write(r.text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *rowSet) writeProto(w io.Writer) error {
+	var lenBuf [binaryMaxVarint]byte
+	for _, r := range s.rows {
+		if _, err := w.Write(protowire.AppendVarint(lenBuf[:0], uint64(len(r.f.protoHeader)+len(r.proto)))); err != nil {
+			return err
+		}
+		if _, err := w.Write(r.f.protoHeader); err != nil {
+			return err
+		}
+		if _, err := w.Write(r.proto); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
+}
+
+func (s *Store) current() *exposition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exp
+}
+
+// HandlerOpts configure Handler.
+type HandlerOpts struct {
+	// Log receives errors gathering or encoding Extra (the store's own part cannot fail).
+	Log *slog.Logger
+	// Extra are gathered per scrape and appended, in the negotiated format (go_* and process_*
+	// from their own registry, the repair metrics). Their names must not be the store's.
+	Extra []prometheus.Gatherer
+	// Registry, when set, is given promhttp_metric_handler_errors_total{cause} (gathering,
+	// encoding), the counter client_golang's handler keeps, so that the error count stays where
+	// dashboards know it.
+	Registry prometheus.Registerer
+}
+
+// Handler serves /metrics in the text format, or the delimited protobuf format when the scrape
+// prefers it (Prometheus does with native histograms enabled), gzipped when accepted. Both come
+// from the same pre-rendered rows: the current exposition's (a gzipped text scrape sends its
+// cached gzip member), then the live part, then Extra. As promhttp with ContinueOnError, an Extra
+// gatherer that fails is logged and counted, and what could be gathered is served.
+func (s *Store) Handler(opts HandlerOpts) (http.Handler, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "promhttp_metric_handler_errors_total",
+		Help: "Total number of internal errors encountered by the promhttp metric handler.",
+	}, []string{"cause"})
+	errs.WithLabelValues("gathering")
+	errs.WithLabelValues("encoding")
+	if opts.Registry != nil {
+		if err := opts.Registry.Register(errs); err != nil {
+			return nil, fmt.Errorf("register promhttp_metric_handler_errors_total: %w", err)
+		}
+	}
+	extra := prometheus.Gatherers(opts.Extra)
+	protoFormat, textFormat := expfmt.NewFormat(expfmt.TypeProtoDelim), expfmt.NewFormat(expfmt.TypeTextPlain)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tc := s.cachedText()
-		if tc == nil || expfmt.NegotiateAccept(r.Header, accepted...).FormatType() != expfmt.TypeTextPlain {
-			fallback.ServeHTTP(w, r)
-			return
-		}
-		mfs, err := gs.Gather()
+		format := expfmt.NegotiateAccept(r.Header, protoFormat, textFormat)
+		exp, live := s.current(), s.live()
+		mfs, err := extra.Gather()
 		if err != nil {
-			// As promhttp.ContinueOnError: serve what could be gathered, and say so in the log.
-			log.Warn("gather live metrics", "err", err)
+			errs.WithLabelValues("gathering").Inc()
+			log.Warn("gather metrics", "err", err)
 		}
-		var liveText bytes.Buffer
-		enc := expfmt.NewEncoder(&liveText, textFormat)
+		h := w.Header()
+		h.Add("Vary", "Accept-Encoding")
+		gz := acceptsGzip(r)
+		if gz {
+			h.Set("Content-Encoding", "gzip")
+		}
+		proto := format.FormatType() == expfmt.TypeProtoDelim
+		if proto {
+			h.Set("Content-Type", string(format))
+		} else {
+			format = textFormat
+			h.Set("Content-Type", string(textFormat))
+		}
+		var out io.Writer = w
+		var zw *gzip.Writer
+		switch {
+		case gz && !proto:
+			// The cached member, then one for the rest.
+			if _, err := w.Write(exp.gz); err != nil {
+				return // the client went away
+			}
+			zw = gzip.NewWriter(w)
+			out = zw
+		case gz:
+			zw = gzip.NewWriter(w)
+			out = zw
+		}
+		bw := bufio.NewWriterSize(out, 32<<10)
+		switch {
+		case proto:
+			err = exp.writeProto(bw)
+			if err == nil {
+				err = live.writeProto(bw)
+			}
+		case !gz:
+			err = exp.writeText(bw)
+			if err == nil {
+				err = live.writeText(bw)
+			}
+		default:
+			err = live.writeText(bw)
+		}
+		if err != nil {
+			return // the client went away
+		}
+		enc := expfmt.NewEncoder(bw, format)
 		for _, mf := range mfs {
 			if err := enc.Encode(mf); err != nil {
+				errs.WithLabelValues("encoding").Inc()
 				log.Warn("encode metric family", "family", mf.GetName(), "err", err)
 			}
 		}
-		liveBytes := dropEmptyLabels(liveText.Bytes())
-		h := w.Header()
-		h.Set("Content-Type", string(textFormat))
-		h.Add("Vary", "Accept-Encoding")
-		if acceptsGzip(r) {
-			h.Set("Content-Encoding", "gzip")
-			_, _ = w.Write(tc.gz)
-			zw := gzip.NewWriter(w)
-			_, _ = zw.Write(liveBytes)
+		_ = bw.Flush()
+		if zw != nil {
 			_ = zw.Close()
-			return
 		}
-		_, _ = w.Write(tc.plain)
-		_, _ = w.Write(liveBytes)
 	}), nil
 }
 
@@ -131,70 +262,4 @@ func acceptsGzip(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// dropEmptyLabels removes label pairs with an empty value from the sample lines of a text
-// exposition. Prometheus treats `envoy=""` and no envoy label as the same series, and the
-// certificate families carry one fixed label set for every view: the desired view's empty envoy
-// and sni (and location in Kubernetes mode) were ~0.6 MB of a 10,000-Secret scrape. A line whose
-// labels do not scan (which the encoder never writes) is kept as it is.
-func dropEmptyLabels(text []byte) []byte {
-	out := make([]byte, 0, len(text))
-	for len(text) > 0 {
-		var line []byte
-		line, text = cutLine(text)
-		out = appendWithoutEmptyLabels(out, line)
-	}
-	return out
-}
-
-func appendWithoutEmptyLabels(out, line []byte) []byte {
-	open := bytes.IndexByte(line, '{')
-	if len(line) == 0 || line[0] == '#' || open < 0 || !bytes.Contains(line, []byte(`=""`)) {
-		return append(out, line...)
-	}
-	start := len(out)
-	out = append(out, line[:open+1]...)
-	rest := line[open+1:]
-	first := true
-	for {
-		if len(rest) > 0 && rest[0] == '}' {
-			break
-		}
-		eq := bytes.IndexByte(rest, '=')
-		if eq < 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
-			return append(out[:start], line...)
-		}
-		// The value ends at the first unescaped quote.
-		end := -1
-		for i := eq + 2; i < len(rest); i++ {
-			if rest[i] == '\\' {
-				i++
-				continue
-			}
-			if rest[i] == '"' {
-				end = i
-				break
-			}
-		}
-		if end < 0 {
-			return append(out[:start], line...)
-		}
-		if end > eq+2 {
-			if !first {
-				out = append(out, ',')
-			}
-			out = append(out, rest[:end+1]...)
-			first = false
-		}
-		rest = rest[end+1:]
-		if len(rest) > 0 && rest[0] == ',' {
-			rest = rest[1:]
-		}
-	}
-	if first {
-		out = out[:len(out)-1] // no label left: drop the "{"
-		return append(out, rest[1:]...)
-	}
-	return append(out, rest...)
 }

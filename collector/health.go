@@ -1,78 +1,108 @@
 package collector
 
 import (
+	"maps"
+	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 var (
-	sourceUpDesc = prometheus.NewDesc("certdrift_source_up",
-		"Whether a data source (files, kubernetes) could be read in the last round (1) or not (0).", []string{"source"}, nil)
-	envoyUpDesc = prometheus.NewDesc("certdrift_envoy_admin_up",
-		"Whether the Envoy's admin /certs answered in the last round (1) or not (0).", []string{"namespace", "pod", "envoy"}, nil)
-	probeDurationDesc = prometheus.NewDesc("certdrift_probe_duration_seconds",
-		"Duration of each probe, by kind (tls: one handshake).", []string{"kind"}, nil)
-	probeErrorsDesc = prometheus.NewDesc("certdrift_probe_errors_total",
-		"Probes that failed, by kind (tls, admin, desired) and a closed set of reasons.", []string{"kind", "reason"}, nil)
-	kubeErrorsDesc = prometheus.NewDesc("certdrift_kubernetes_request_errors_total",
-		"Kubernetes API requests that failed, by HTTP status code (\"error\" when none came back).", []string{"code"}, nil)
-	lastRoundDesc = prometheus.NewDesc("certdrift_last_complete_round_timestamp_seconds",
-		"When the last complete round of observation and judgement finished.", nil, nil)
-	resultAgeDesc = prometheus.NewDesc("certdrift_result_age_seconds",
-		"Age of the exposed results at scrape time: now minus the end of the round they come from.", nil, nil)
-	roundDurationDesc = prometheus.NewDesc("certdrift_round_duration_seconds",
-		"Duration of the last complete round.", nil, nil)
-	roundsDesc = prometheus.NewDesc("certdrift_rounds_total",
-		"Complete rounds since the process started.", nil, nil)
-	buildInfoDesc = prometheus.NewDesc("certdrift_build_info",
-		"Build of the running certdrift (value 1).", []string{"version", "revision", "goversion"}, nil)
-	reloadOKDesc = prometheus.NewDesc("certdrift_config_last_reload_successful",
-		"Whether the last load of the configuration file succeeded (1) or not (0).", nil, nil)
-	reloadAtDesc = prometheus.NewDesc("certdrift_config_last_reload_success_timestamp_seconds",
-		"When the configuration file was last loaded successfully.", nil, nil)
+	sourceUp = newFamily("certdrift_source_up",
+		"Whether a data source (files, kubernetes) could be read in the last round (1) or not (0).", dto.MetricType_GAUGE, sourceLabels)
+	envoyUpFamily = newFamily("certdrift_envoy_admin_up",
+		"Whether the Envoy's admin /certs answered in the last round (1) or not (0).", dto.MetricType_GAUGE, envoyUpLabels.names)
+	probeDuration = newFamily("certdrift_probe_duration_seconds",
+		"Duration of each probe, by kind (tls: one handshake).", dto.MetricType_HISTOGRAM, kindLabels)
+	probeErrorsFamily = newFamily("certdrift_probe_errors_total",
+		"Probes that failed, by kind (tls, admin, desired) and a closed set of reasons.", dto.MetricType_COUNTER, probeErrorLabels)
+	kubeErrorsFamily = newFamily("certdrift_kubernetes_request_errors_total",
+		"Kubernetes API requests that failed, by HTTP status code (\"error\" when none came back).", dto.MetricType_COUNTER, codeLabels)
+	lastRound = newFamily("certdrift_last_complete_round_timestamp_seconds",
+		"When the last complete round of observation and judgement finished.", dto.MetricType_GAUGE)
+	resultAge = newFamily("certdrift_result_age_seconds",
+		"Age of the exposed results at scrape time: now minus the end of the round they come from.", dto.MetricType_GAUGE)
+	roundDuration = newFamily("certdrift_round_duration_seconds",
+		"Duration of the last complete round.", dto.MetricType_GAUGE)
+	roundsFamily = newFamily("certdrift_rounds_total",
+		"Complete rounds since the process started.", dto.MetricType_COUNTER)
+	buildInfoFamily = newFamily("certdrift_build_info",
+		"Build of the running certdrift (value 1).", dto.MetricType_GAUGE, buildLabels.names)
+	reloadOKFamily = newFamily("certdrift_config_last_reload_successful",
+		"Whether the last load of the configuration file succeeded (1) or not (0).", dto.MetricType_GAUGE)
+	reloadAtFamily = newFamily("certdrift_config_last_reload_success_timestamp_seconds",
+		"When the configuration file was last loaded successfully.", dto.MetricType_GAUGE)
 )
 
-// healthCollector exposes certdrift's own health: per-source and per-Envoy reachability, probe
-// durations and errors, freshness of the results, build and configuration state.
-type healthCollector struct{ s *Store }
+var (
+	sourceLabels     = labelSet("source")
+	envoyUpLabels    = newLabelIndex("namespace", "pod", "envoy")
+	kindLabels       = labelSet("kind")
+	probeErrorLabels = labelSet("kind", "reason")
+	codeLabels       = labelSet("code")
+	buildLabels      = newLabelIndex("version", "revision", "goversion")
+)
 
-func (c healthCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sourceUpDesc, envoyUpDesc, probeDurationDesc, probeErrorsDesc, kubeErrorsDesc,
-		lastRoundDesc, resultAgeDesc, roundDurationDesc, roundsDesc, buildInfoDesc, reloadOKDesc, reloadAtDesc} {
-		ch <- d
+// renderSourcesUp renders per-source reachability into the round object.
+func renderSourcesUp(rs *rowSet, up map[string]bool) {
+	for _, name := range slices.Sorted(maps.Keys(up)) {
+		rs.sample(sourceUp, sourceLabels, []string{name}, boolf(up[name]))
 	}
 }
 
-func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
-	v := c.s.view()
-	for _, u := range v.snap.sourcesUp {
-		ch <- prometheus.MustNewConstMetric(sourceUpDesc, prometheus.GaugeValue, boolf(u.up), u.labels...)
+// envoyUp renders one Envoy's admin reachability into the round object.
+func envoyUp(rs *rowSet, id identity, envoy string, up bool) {
+	rs.sample(envoyUpFamily, envoyUpLabels.names, envoyUpLabels.values("namespace", id.namespace, "pod", id.pod, "envoy", envoy), boolf(up))
+}
+
+// live renders what changes with the clock or between rounds without a round: drift ages,
+// convergence and probe histograms, error counters, freshness of the results, build and
+// configuration state. It is small (tens of series plus the stale bindings) and rendered per
+// scrape, by the same functions as the objects.
+func (s *Store) live() *rowSet {
+	now := s.opt.Now()
+	rs := &rowSet{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.drift {
+		rs.sample(driftAge, driftLabels.names, d.values, max(0, now.Sub(d.since).Seconds()))
 	}
-	for _, u := range v.snap.envoysUp {
-		ch <- prometheus.MustNewConstMetric(envoyUpDesc, prometheus.GaugeValue, boolf(u.up), u.labels...)
+	rs.histogram(convergenceFamily, nil, nil, s.convergence)
+	rs.histogram(probeDuration, kindLabels, []string{KindTLS}, s.probeTLS)
+	for _, k := range slices.SortedFunc(maps.Keys(s.probeErrors), func(a, b [2]string) int {
+		return cmpStrings(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1])
+	}) {
+		rs.sample(probeErrorsFamily, probeErrorLabels, []string{k[0], k[1]}, float64(s.probeErrors[k]))
 	}
-	ch <- prometheus.MustNewConstHistogram(probeDurationDesc, v.probeTLS.count, v.probeTLS.sum, v.probeTLS.cumulative(), KindTLS)
-	for k, n := range v.probeErrors {
-		ch <- prometheus.MustNewConstMetric(probeErrorsDesc, prometheus.CounterValue, float64(n), k[0], k[1])
+	for _, code := range slices.Sorted(maps.Keys(s.kubeErrors)) {
+		rs.sample(kubeErrorsFamily, codeLabels, []string{code}, float64(s.kubeErrors[code]))
 	}
-	for code, n := range v.kubeErrors {
-		ch <- prometheus.MustNewConstMetric(kubeErrorsDesc, prometheus.CounterValue, float64(n), code)
+	if !s.lastComplete.IsZero() {
+		rs.sample(lastRound, nil, nil, unix(s.lastComplete))
+		rs.sample(resultAge, nil, nil, max(0, now.Sub(s.lastComplete).Seconds()))
+		rs.sample(roundDuration, nil, nil, s.duration)
 	}
-	if !v.lastComplete.IsZero() {
-		ch <- prometheus.MustNewConstMetric(lastRoundDesc, prometheus.GaugeValue, unix(v.lastComplete))
-		ch <- prometheus.MustNewConstMetric(resultAgeDesc, prometheus.GaugeValue, max(0, v.now.Sub(v.lastComplete).Seconds()))
-		ch <- prometheus.MustNewConstMetric(roundDurationDesc, prometheus.GaugeValue, v.snap.duration)
-	}
-	ch <- prometheus.MustNewConstMetric(roundsDesc, prometheus.CounterValue, float64(v.rounds))
-	b := c.s.opt.Build
-	ch <- prometheus.MustNewConstMetric(buildInfoDesc, prometheus.GaugeValue, 1, b.Version, b.Revision, b.GoVersion)
-	if v.reloadKnown {
-		ch <- prometheus.MustNewConstMetric(reloadOKDesc, prometheus.GaugeValue, boolf(v.reloadOK))
-		if !v.reloadAt.IsZero() {
-			ch <- prometheus.MustNewConstMetric(reloadAtDesc, prometheus.GaugeValue, unix(v.reloadAt))
+	rs.sample(roundsFamily, nil, nil, float64(s.rounds))
+	b := s.opt.Build
+	rs.sample(buildInfoFamily, buildLabels.names, buildLabels.values("version", b.Version, "revision", b.Revision, "goversion", b.GoVersion), 1)
+	if s.reloadKnown {
+		rs.sample(reloadOKFamily, nil, nil, boolf(s.reloadOK))
+		if !s.reloadAt.IsZero() {
+			rs.sample(reloadAtFamily, nil, nil, unix(s.reloadAt))
 		}
 	}
+	return rs
+}
+
+func cmpStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func boolf(b bool) float64 {

@@ -15,8 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/certdrift/certdrift/audit"
-	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/collector"
+	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"

@@ -17,13 +17,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/audit"
-	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/collector"
+	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/internal/connlimit"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/kube"
@@ -148,14 +147,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 		}
 	}
 
-	// go_* and process_* (and promhttp's own) live apart from the domain metrics.
+	// go_* and process_* (and the handler's error counter) live apart from the domain metrics.
 	runtimeReg := prometheus.NewRegistry()
 	runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	gatherer, err := store.Gatherer(append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...)...)
-	if err != nil {
-		return noRun(fmt.Errorf("register collectors: %w", err))
-	}
-	metrics, err := x.metricsHandler(store, gatherer, runtimeReg)
+	metrics, err := x.metricsHandler(store, runtimeReg)
 	if err != nil {
 		return noRun(fmt.Errorf("register collectors: %w", err))
 	}
@@ -254,16 +249,14 @@ func closeAll(ls []net.Listener) {
 	}
 }
 
-// metricsHandler is /metrics: the store's cached text path for plain-text scrapes, promhttp
-// (ContinueOnError, timeout, request limit) for everything else; both under one request limit.
-func (x *exporter) metricsHandler(store *collector.Store, gatherer prometheus.Gatherer, runtimeReg *prometheus.Registry) (http.Handler, error) {
-	fallback := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-		ErrorLog:      slog.NewLogLogger(x.log.Handler(), slog.LevelError),
-		Timeout:       x.c.ScrapeTimeout,
-		Registry:      runtimeReg,
+// metricsHandler is /metrics: the collector's handler (text or protobuf, from the same
+// pre-rendered rows) under a limit of concurrent scrapes and a write deadline.
+func (x *exporter) metricsHandler(store *collector.Store, runtimeReg *prometheus.Registry) (http.Handler, error) {
+	h, err := store.Handler(collector.HandlerOpts{
+		Log:      x.log,
+		Extra:    append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...),
+		Registry: runtimeReg,
 	})
-	fast, err := store.Handler(fallback, x.log, append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +269,18 @@ func (x *exporter) metricsHandler(store *collector.Store, gatherer prometheus.Ga
 			http.Error(w, fmt.Sprintf("limit of %d concurrent scrapes reached", x.c.MaxRequests), http.StatusServiceUnavailable)
 			return
 		}
-		fast.ServeHTTP(w, r)
+		if x.c.ScrapeTimeout > 0 {
+			// A scrape is concatenation; what can take long is a client that reads slowly, which
+			// must not hold one of the MaxRequests slots beyond the timeout. The deadline is the
+			// connection's: cleared afterwards, or it would cut the next request on a keep-alive
+			// connection (the server resets it only with a WriteTimeout, which serve does not
+			// set). Not every ResponseWriter supports deadlines (tests' recorders): then none.
+			rc := http.NewResponseController(w)
+			if rc.SetWriteDeadline(time.Now().Add(x.c.ScrapeTimeout)) == nil {
+				defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+			}
+		}
+		h.ServeHTTP(w, r)
 	}), nil
 }
 

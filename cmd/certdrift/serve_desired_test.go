@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/collector"
@@ -58,26 +62,24 @@ func desiredInputs(ss ...*kube.SecretSummary) (in audit.Inputs) {
 
 // desiredFingerprintIn reads the store's exposition as a scrape would.
 func desiredFingerprintIn(store *collector.Store, source string) string {
-	reg, err := store.Registry()
+	h, err := store.Handler(collector.HandlerOpts{})
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	mfs, err := reg.Gather()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(rec.Body)
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "certdrift_certificate_info" {
-			continue
+	for _, m := range mfs["certdrift_certificate_info"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
 		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["view"] == "desired" && l["source"] == source {
-				return l["fingerprint_sha256"]
-			}
+		if l["view"] == "desired" && l["source"] == source {
+			return l["fingerprint_sha256"]
 		}
 	}
 	return ""
