@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -27,6 +28,24 @@ type exposition struct {
 	gz []byte
 	// textSize is the length of the text before compression.
 	textSize int
+	// protoGz is the protobuf form of fams as one gzip member, made by the first gzipped
+	// protobuf scrape of this generation: only Prometheus servers with native histograms on ask
+	// for protobuf, so the text's is the one made eagerly.
+	protoGzOnce sync.Once
+	protoGz     []byte
+}
+
+func (e *exposition) protoGzip() []byte {
+	e.protoGzOnce.Do(func() {
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		bw := bufio.NewWriterSize(zw, 32<<10)
+		_ = e.writeProto(bw)
+		_ = bw.Flush()
+		_ = zw.Close()
+		e.protoGz = gz.Bytes()
+	})
+	return e.protoGz
 }
 
 type expFamily struct {
@@ -212,18 +231,23 @@ func (s *Store) Handler(opts HandlerOpts) (http.Handler, error) {
 		var zw *gzip.Writer
 		switch {
 		case gz && !proto:
-			// The cached member, then one for the rest.
+			// The cached member, then one for the rest (the same for protobuf below).
 			if _, err := w.Write(exp.gz); err != nil {
 				return // the client went away
 			}
 			zw = gzip.NewWriter(w)
 			out = zw
 		case gz:
+			if _, err := w.Write(exp.protoGzip()); err != nil {
+				return
+			}
 			zw = gzip.NewWriter(w)
 			out = zw
 		}
 		bw := bufio.NewWriterSize(out, 32<<10)
 		switch {
+		case proto && gz:
+			err = live.writeProto(bw)
 		case proto:
 			err = exp.writeProto(bw)
 			if err == nil {
