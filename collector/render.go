@@ -91,11 +91,6 @@ func labelSet(names ...string) labels {
 	return l
 }
 
-// with returns the set with more names, sorted.
-func (l labels) with(names ...string) labels {
-	return labelSet(append(slices.Clone(l), names...)...)
-}
-
 // rows are rendered series of one family: text lines and protobuf Metric fields (each a
 // MetricFamily field 4, ready to be concatenated into a family).
 type rows struct {

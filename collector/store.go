@@ -383,11 +383,6 @@ func (h *histogram) observe(v float64) {
 	}
 }
 
-func (h histogram) clone() histogram {
-	h.counts = append([]uint64(nil), h.counts...)
-	return h
-}
-
 // cumulativeCounts are the counts of each bucket and all below it, as both formats expose them.
 func (h histogram) cumulativeCounts() []uint64 {
 	out := make([]uint64, len(h.bounds))
