@@ -10,8 +10,8 @@ import (
 )
 
 // desiredQueue carries Secret changes from the informer (whose callbacks must not block) to
-// the store's desired view, coalesced by Secret: a burst of updates to one Secret costs one
-// splice, and a burst over many Secrets one splice for all.
+// the collector's desired objects, coalesced by Secret: a burst of updates to one Secret costs
+// one re-render of its object, and a burst over many Secrets one assembly of the exposition.
 type desiredQueue struct {
 	mu      sync.Mutex
 	pending map[string]kube.Change
