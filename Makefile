@@ -45,15 +45,15 @@ test-unit: deps
 	@echo "==> go test ./... (Envoy $(ENVOY_VERSION))"
 	CERTDRIFT_ENVOY_VERSION=$(ENVOY_VERSION) $(NICE) $(GO) test $(GOTEST_FLAGS) ./...
 
-# The race detector over the code that runs concurrently: the exposition store (rounds, informer
+# The race detector over the code that runs concurrently: the collector's store (rounds, informer
 # updates and scrapes at once), the network memory budget and connection limiter, the admin
 # client's parallel reads and shared transports, the TLS prober's fan-out, the kubelet-swap reader,
 # the Kubernetes informers and port-forward session pool, the Lease elector, and serve in
 # cmd/certdrift. Only the tests that exercise that concurrency run here (race builds run several
 # times slower; the whole suite already ran without it), which keeps this pass to a few minutes.
-RACE_PKGS ?= ./exposition ./internal/connlimit ./probe/netbudget ./probe/envoyadmin ./probe/tlsprobe \
+RACE_PKGS ?= ./collector ./internal/connlimit ./probe/netbudget ./probe/envoyadmin ./probe/tlsprobe \
   ./probe/files ./probe/kube ./remediate ./gather ./cmd/certdrift
-RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerServesWhatTheRegistryHolds \
+RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerFormats \
   TestIdleEvictedForNew TestBusyNotEvicted TestCloseDropsIdleKeepsBusy TestGrowWaitsForRelease \
   TestGrowEndsWithContext TestHoldersDoNotDeadlock TestReadAllWaitsThenFailsAtDeadline \
   TestSnapshotReplay TestSnapshotHungAdminOneBudget TestFetchWaitsForBudget TestTransportsReuse \

@@ -28,7 +28,7 @@ const (
 // Outcomes lists every outcome, for metrics that declare their series up front.
 var Outcomes = []string{OutcomeDone, OutcomeRefused, OutcomeFailed, OutcomeSkipped, OutcomePlanned}
 
-// Recorder counts each result of Run (exposition.RepairMetrics). attempted is true when the
+// Recorder counts each result of Run (collector.RepairMetrics). attempted is true when the
 // action was carried out (done, refused or failed), false when it was only planned or skipped.
 type Recorder interface {
 	ReloadAction(strategy, outcome string, attempted bool, at time.Time)

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/audit"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/exposition"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"
@@ -166,7 +166,7 @@ func TestShardSplitsProbes(t *testing.T) {
 				if tc.total == 1 && keep != nil {
 					t.Fatalf("%s: want no filter with one shard", tc.reason)
 				}
-				exposed := exposition.Shard{Index: shard, Total: tc.total}
+				exposed := collector.Shard{Index: shard, Total: tc.total}
 				for _, tg := range keptBy(targets, keep) {
 					probedBy[tg.Key()] = append(probedBy[tg.Key()], shard)
 					if !exposed.Owns(tg.Key()) {

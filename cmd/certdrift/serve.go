@@ -17,13 +17,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/audit"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/exposition"
 	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/internal/connlimit"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
@@ -104,7 +103,7 @@ func (c *serveCmd) Validate() error {
 type exporter struct {
 	c     *serveCmd
 	log   *slog.Logger
-	store *exposition.Store
+	store *collector.Store
 
 	// Local mode: the current configuration, swapped by reloads.
 	cfg atomic.Pointer[config.Config]
@@ -122,9 +121,9 @@ type exporter struct {
 }
 
 func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error {
-	store := exposition.NewStore(exposition.Options{
-		Shard: exposition.Shard{Index: c.Shard, Total: c.TotalShards},
-		Build: exposition.BuildInfo{Version: b.Version, Revision: b.Commit, GoVersion: b.GoVersion},
+	store := collector.NewStore(collector.Options{
+		Shard: collector.Shard{Index: c.Shard, Total: c.TotalShards},
+		Build: collector.BuildInfo{Version: b.Version, Revision: b.Commit, GoVersion: b.GoVersion},
 	})
 	x := &exporter{c: c, log: log, store: store, trigger: make(chan struct{}, 1), reload: make(chan chan error),
 		desired: newDesiredQueue()}
@@ -149,14 +148,10 @@ func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error
 		}
 	}
 
-	// go_* and process_* (and promhttp's own) live apart from the domain metrics.
+	// go_* and process_* (and the handler's error counter) live apart from the domain metrics.
 	runtimeReg := prometheus.NewRegistry()
 	runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	gatherer, err := store.Gatherer(append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...)...)
-	if err != nil {
-		return noRun(fmt.Errorf("register collectors: %w", err))
-	}
-	metrics, err := x.metricsHandler(store, gatherer, runtimeReg)
+	metrics, err := x.metricsHandler(store, runtimeReg)
 	if err != nil {
 		return noRun(fmt.Errorf("register collectors: %w", err))
 	}
@@ -255,16 +250,14 @@ func closeAll(ls []net.Listener) {
 	}
 }
 
-// metricsHandler is /metrics: the store's cached text path for plain-text scrapes, promhttp
-// (ContinueOnError, timeout, request limit) for everything else; both under one request limit.
-func (x *exporter) metricsHandler(store *exposition.Store, gatherer prometheus.Gatherer, runtimeReg *prometheus.Registry) (http.Handler, error) {
-	fallback := promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-		ErrorLog:      slog.NewLogLogger(x.log.Handler(), slog.LevelError),
-		Timeout:       x.c.ScrapeTimeout,
-		Registry:      runtimeReg,
+// metricsHandler is /metrics: the collector's handler (text or protobuf, from the same
+// pre-rendered rows) under a limit of concurrent scrapes and a write deadline.
+func (x *exporter) metricsHandler(store *collector.Store, runtimeReg *prometheus.Registry) (http.Handler, error) {
+	h, err := store.Handler(collector.HandlerOpts{
+		Log:      x.log,
+		Extra:    append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...),
+		Registry: runtimeReg,
 	})
-	fast, err := store.Handler(fallback, x.log, append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +270,18 @@ func (x *exporter) metricsHandler(store *exposition.Store, gatherer prometheus.G
 			http.Error(w, fmt.Sprintf("limit of %d concurrent scrapes reached", x.c.MaxRequests), http.StatusServiceUnavailable)
 			return
 		}
-		fast.ServeHTTP(w, r)
+		if x.c.ScrapeTimeout > 0 {
+			// A scrape is concatenation; what can take long is a client that reads slowly, which
+			// must not hold one of the MaxRequests slots beyond the timeout. The deadline is the
+			// connection's: cleared afterwards, or it would cut the next request on a keep-alive
+			// connection (the server resets it only with a WriteTimeout, which serve does not
+			// set). Not every ResponseWriter supports deadlines (tests' recorders): then none.
+			rc := http.NewResponseController(w)
+			if rc.SetWriteDeadline(time.Now().Add(x.c.ScrapeTimeout)) == nil {
+				defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+			}
+		}
+		h.ServeHTTP(w, r)
 	}), nil
 }
 
@@ -473,14 +477,14 @@ func (x *exporter) runRound(ctx context.Context) {
 	default:
 	}
 	policy := x.policy()
-	var r exposition.Round
+	var r collector.Round
 	if x.kube != nil {
 		in := x.kube.Gather(rctx, gather.Fleet)
 		if cfg := x.cfg.Load(); cfg != nil {
 			in.Config.Pairings = cfg.Pairings
 		}
 		inv := x.kube.Inventory()
-		r = exposition.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), Kubernetes: true,
+		r = collector.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), Kubernetes: true,
 			SourcesUp: map[string]bool{"kubernetes": inv.Synced() && len(inv.Errors()) == 0}}
 	} else {
 		cfg := x.cfg.Load()
@@ -489,7 +493,7 @@ func (x *exporter) runRound(ctx context.Context) {
 		for _, o := range in.Desired {
 			filesUp = filesUp && o.Err == nil
 		}
-		r = exposition.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), SourcesUp: map[string]bool{"files": filesUp}}
+		r = collector.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), SourcesUp: map[string]bool{"files": filesUp}}
 	}
 	if ctx.Err() != nil {
 		return // shutting down: a half-observed round would only mislead
@@ -502,13 +506,13 @@ func (x *exporter) runRound(ctx context.Context) {
 }
 
 // podShard is the gather.KubeOptions.Shard of --shard/--total-shards: a pod is probed by the replica
-// that exposes it (exposition.Shard on "namespace/pod", the Envoy's name in Kubernetes mode).
+// that exposes it (collector.Shard on "namespace/pod", the Envoy's name in Kubernetes mode).
 // nil with one shard: every pod.
 func (c *serveCmd) podShard() func(namespace, pod string) bool {
 	if c.TotalShards <= 1 {
 		return nil
 	}
-	sh := exposition.Shard{Index: c.Shard, Total: c.TotalShards}
+	sh := collector.Shard{Index: c.Shard, Total: c.TotalShards}
 	return func(namespace, pod string) bool { return sh.Owns(namespace + "/" + pod) }
 }
 

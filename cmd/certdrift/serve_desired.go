@@ -5,13 +5,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/probe/kube"
 )
 
 // desiredQueue carries Secret changes from the informer (whose callbacks must not block) to
-// the store's desired view, coalesced by Secret: a burst of updates to one Secret costs one
-// splice, and a burst over many Secrets one splice for all.
+// the collector's desired objects, coalesced by Secret: a burst of updates to one Secret costs
+// one re-render of its object, and a burst over many Secrets one assembly of the exposition.
 type desiredQueue struct {
 	mu      sync.Mutex
 	pending map[string]kube.Change
@@ -49,7 +49,7 @@ func (q *desiredQueue) take() []kube.Change {
 }
 
 // run applies queued changes to the store until ctx ends.
-func (q *desiredQueue) run(ctx context.Context, store *exposition.Store) {
+func (q *desiredQueue) run(ctx context.Context, store *collector.Store) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,15 +66,15 @@ func (q *desiredQueue) run(ctx context.Context, store *exposition.Store) {
 
 // desiredUpdates converts Secret changes into the store's updates, with the same conversion a
 // round's Gather uses (kube.Snapshot.Observations), so both paths expose the same series.
-func desiredUpdates(changes []kube.Change) []exposition.DesiredUpdate {
+func desiredUpdates(changes []kube.Change) []collector.DesiredUpdate {
 	snap := kube.Snapshot{Secrets: make([]*kube.SecretSummary, 0, len(changes))}
 	for _, c := range changes {
 		snap.Secrets = append(snap.Secrets, c.Secret)
 	}
 	obs := snap.Observations()
-	out := make([]exposition.DesiredUpdate, len(changes))
+	out := make([]collector.DesiredUpdate, len(changes))
 	for i, c := range changes {
-		out[i] = exposition.DesiredUpdate{Observation: obs[i], Deleted: c.Op == kube.Deleted}
+		out[i] = collector.DesiredUpdate{Observation: obs[i], Deleted: c.Op == kube.Deleted}
 	}
 	return out
 }

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/certdrift/certdrift/audit"
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/test/certs"
@@ -22,9 +26,9 @@ func TestDesiredQueue(t *testing.T) {
 		return &kube.SecretSummary{Namespace: "ns", Name: name, Items: []kube.ItemSummary{{CertKey: "tls.crt",
 			Chain: []kube.Cert{{DER: l.Cert.Raw}}}}}
 	}
-	store := exposition.NewStore(exposition.Options{})
+	store := collector.NewStore(collector.Options{})
 	start := time.Now()
-	store.Record(exposition.Round{Kubernetes: true, Started: start, Finished: start.Add(time.Millisecond),
+	store.Record(collector.Round{Kubernetes: true, Started: start, Finished: start.Add(time.Millisecond),
 		Inputs: desiredInputs(summary("a", oldLeaf), summary("b", oldLeaf))})
 
 	q := newDesiredQueue()
@@ -57,27 +61,25 @@ func desiredInputs(ss ...*kube.SecretSummary) (in audit.Inputs) {
 }
 
 // desiredFingerprintIn reads the store's exposition as a scrape would.
-func desiredFingerprintIn(store *exposition.Store, source string) string {
-	reg, err := store.Registry()
+func desiredFingerprintIn(store *collector.Store, source string) string {
+	h, err := store.Handler(collector.HandlerOpts{})
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	mfs, err := reg.Gather()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(rec.Body)
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "certdrift_certificate_info" {
-			continue
+	for _, m := range mfs["certdrift_certificate_info"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
 		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["view"] == "desired" && l["source"] == source {
-				return l["fingerprint_sha256"]
-			}
+		if l["view"] == "desired" && l["source"] == source {
+			return l["fingerprint_sha256"]
 		}
 	}
 	return ""

@@ -6,14 +6,14 @@ import (
 
 	clientmetrics "k8s.io/client-go/tools/metrics"
 
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 )
 
 // kubeRequestStore receives client-go's request results. client-go takes its metric hooks once per
 // process (metrics.Register is guarded by a sync.Once), so the hook is registered once and points
 // at the current exporter's store.
 var (
-	kubeRequestStore    atomic.Pointer[exposition.Store]
+	kubeRequestStore    atomic.Pointer[collector.Store]
 	kubeRequestHookOnce atomic.Bool
 )
 
@@ -27,7 +27,7 @@ func (kubeResultHook) Increment(_ context.Context, code, _, _ string) {
 	}
 }
 
-func countKubeRequests(s *exposition.Store) {
+func countKubeRequests(s *collector.Store) {
 	kubeRequestStore.Store(s)
 	if kubeRequestHookOnce.CompareAndSwap(false, true) {
 		clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: kubeResultHook{}})

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/certdrift/certdrift/audit"
-	"github.com/certdrift/certdrift/exposition"
+	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
@@ -77,7 +77,7 @@ type remediator struct {
 	x       *exporter
 	log     *slog.Logger
 	client  *kubeapi.Client
-	metrics *exposition.RepairMetrics
+	metrics *collector.RepairMetrics
 	reg     *prometheus.Registry
 	cont    *remediate.Continuous
 	// healthy are the workloads the last acted-on round showed converged, so that a blocked
@@ -169,7 +169,7 @@ func (r *remediator) start(ctx context.Context, wg *sync.WaitGroup) {
 // from before the outage, and a Secret rotated meanwhile would make pods that serve the new
 // certificate look stale. After an outage the informers relist with backoff, so the API server
 // can answer the leader's requests seconds before the cache is current again.
-func (r *remediator) offer(round exposition.Round) {
+func (r *remediator) offer(round collector.Round) {
 	if r == nil || !round.Kubernetes {
 		return
 	}
@@ -226,10 +226,10 @@ func (r *remediator) act(ctx context.Context, w remediate.Work) {
 	}
 	actions := remediate.Plan(w.Report, k.st.in, opt)
 	results := exe.Run(ctx, actions, f.RemediateDryRun)
-	var blocked []exposition.BlockedWorkload
+	var blocked []collector.BlockedWorkload
 	for _, res := range results {
 		if res.Skip == remediate.SkipBlocked {
-			blocked = append(blocked, exposition.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload, Reason: res.Reason})
+			blocked = append(blocked, collector.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload, Reason: res.Reason})
 		}
 	}
 	r.metrics.SetBlocked(blocked)

@@ -1,4 +1,4 @@
-package exposition
+package collector
 
 import (
 	"bufio"
@@ -32,46 +32,62 @@ func TestMetricsDocumented(t *testing.T) {
 	rotation(s) // back to the local world: drift series come from it
 	s.KubernetesRequest("<error>")
 	s.ConfigReloaded(true, t0)
-	reg, err := s.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
+	mfs := gatherStore(t, s)
 	// The repair metrics are a collector of their own (serve --remediate registers it).
 	repair := NewRepairMetrics([]string{"evict"}, []string{"done"})
 	repair.ReloadAction("evict", "done", true, t0)
 	repair.SetBlocked([]BlockedWorkload{{Namespace: "shop", Workload: "Deployment/web", Reason: "x"}})
+	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(repair)
-	mfs, err := reg.Gather()
+	repairMFs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	declared := map[string]*metricFamily{}
+	for _, f := range allFamilies {
+		declared[f.name] = f
+	}
 	exposed := map[string]docRow{}
 	for _, mf := range mfs {
-		if len(mf.GetMetric()) == 0 {
+		f := declared[mf.GetName()]
+		if f == nil {
+			t.Errorf("%s is exposed but not declared", mf.GetName())
 			continue
 		}
+		// A family's series carry the labels of their view: each within the declared set.
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "le" && !slices.Contains(f.labels, l.GetName()) {
+					t.Errorf("%s has a series labelled %s, which its declaration does not list (%v)", f.name, l.GetName(), f.labels)
+				}
+			}
+		}
+		exposed[f.name] = docRow{Type: typeName(mf.GetType()), Labels: f.labels}
+	}
+	for _, mf := range repairMFs {
 		var labels []string
 		for _, l := range mf.GetMetric()[0].GetLabel() {
-			if l.GetName() != "le" {
-				labels = append(labels, l.GetName())
-			}
+			labels = append(labels, l.GetName())
 		}
 		slices.Sort(labels)
 		exposed[mf.GetName()] = docRow{Type: typeName(mf.GetType()), Labels: labels}
 	}
-	// Every descriptor must show up populated, or the walk above proves nothing for it.
-	for _, c := range append(s.Collectors(), repair) {
-		ch := make(chan *prometheus.Desc, 64)
-		c.Describe(ch)
-		close(ch)
-		for d := range ch {
-			m := fqNameRE.FindStringSubmatch(d.String())
-			if m == nil {
-				t.Fatalf("cannot read the name of %s", d)
-			}
-			if _, ok := exposed[m[1]]; !ok {
-				t.Errorf("%s is declared but the test's registry does not populate it: extend the fixture", m[1])
-			}
+	// Every family must show up populated, or the walk above proves nothing for it.
+	for _, f := range allFamilies {
+		if _, ok := exposed[f.name]; !ok {
+			t.Errorf("%s is declared but the test's store does not populate it: extend the fixture", f.name)
+		}
+	}
+	ch := make(chan *prometheus.Desc, 64)
+	repair.Describe(ch)
+	close(ch)
+	for d := range ch {
+		m := fqNameRE.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read the name of %s", d)
+		}
+		if _, ok := exposed[m[1]]; !ok {
+			t.Errorf("%s is declared but the test's registry does not populate it: extend the fixture", m[1])
 		}
 	}
 	if diff := cmp.Diff(documented, exposed); diff != "" {

@@ -1,16 +1,12 @@
-package exposition
+package collector
 
 import (
 	"crypto/x509"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/certdrift/certdrift/audit"
 )
@@ -33,7 +29,6 @@ func TestCollectorsGolden(t *testing.T) {
 	cases := map[string]struct {
 		reason  string
 		store   func() *Store
-		pick    func(*Store) prometheus.Collector
 		metrics []string
 		golden  string
 	}{
@@ -44,7 +39,6 @@ func TestCollectorsGolden(t *testing.T) {
 				rotation(s)
 				return s
 			},
-			pick:    func(s *Store) prometheus.Collector { return certificateCollector{s: s} },
 			metrics: []string{"certdrift_certificate_info", "certdrift_certificate_not_after_timestamp_seconds"},
 			golden: `
 # HELP certdrift_certificate_info Identity of the certificate seen in a view; fingerprint_sha256 is empty when Envoy's /certs named a certificate seen in no other view.
@@ -70,7 +64,6 @@ certdrift_certificate_not_after_timestamp_seconds{envoy="static",location="127.0
 				rotation(s)
 				return s
 			},
-			pick:    func(s *Store) prometheus.Collector { return findingCollector{s} },
 			metrics: []string{"certdrift_finding", "certdrift_drift_age_seconds", "certdrift_rotation_convergence_seconds", "certdrift_bindings_converging", "certdrift_bindings"},
 			golden: `
 # HELP certdrift_bindings Bindings of the last round by the audit's verdict (converged, converging within the grace period, stale beyond it, unknown).
@@ -119,9 +112,6 @@ certdrift_rotation_convergence_seconds_count 1
 				}
 				s.ConfigReloaded(false, t0)
 				return s
-			},
-			pick: func(s *Store) prometheus.Collector {
-				return multi{findingCollector{s}, healthCollector{s}}
 			},
 			metrics: []string{"certdrift_finding", "certdrift_source_up", "certdrift_envoy_admin_up", "certdrift_probe_errors_total",
 				"certdrift_kubernetes_requests_total", "certdrift_kubernetes_request_errors_total", "certdrift_result_age_seconds", "certdrift_last_complete_round_timestamp_seconds",
@@ -179,33 +169,9 @@ certdrift_source_up{source="kubernetes"} 0
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := tc.pick(tc.store())
-			if err := testutil.CollectAndCompare(c, strings.NewReader(expand(tc.golden, v1, v2)), tc.metrics...); err != nil {
-				t.Errorf("%s\n%v", tc.reason, err)
-			}
-			problems, err := testutil.CollectAndLint(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range problems {
-				t.Errorf("lint %s: %s", p.Metric, p.Text)
-			}
+			t.Log(tc.reason)
+			compareGolden(t, tc.store(), expand(tc.golden, v1, v2), tc.metrics...)
 		})
-	}
-}
-
-// multi lets one golden span collectors.
-type multi []prometheus.Collector
-
-func (m multi) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m {
-		c.Describe(ch)
-	}
-}
-
-func (m multi) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m {
-		c.Collect(ch)
 	}
 }
 
@@ -227,20 +193,6 @@ func TestDeletedObjectsLoseTheirSeries(t *testing.T) {
 func seriesFor(t *testing.T, s *Store, source string) int {
 	t.Helper()
 	return len(seriesOf(t, s, source))
-}
-
-// gatherStore gathers the store's own registry.
-func gatherStore(t *testing.T, s *Store) []*dto.MetricFamily {
-	t.Helper()
-	reg, err := s.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mfs
 }
 
 // labelledSeries is one gathered series: its family and labels.
@@ -352,39 +304,11 @@ func TestConvergenceClock(t *testing.T) {
 				c := byName[st.desired]
 				s.Record(world{desired: c, sdsLoaded: c, stLoaded: c, sdsState: st.sdsState, stState: audit.StateUnknown}.round(t0.Add(st.at)))
 			}
-			v := s.view()
-			if v.convergence.count != tc.wantCount || v.convergence.sum != tc.wantSum {
-				t.Errorf("%s: histogram count %d sum %g, want %d and %g", tc.reason, v.convergence.count, v.convergence.sum, tc.wantCount, tc.wantSum)
+			h := family(gatherStore(t, s), "certdrift_rotation_convergence_seconds")
+			if len(h) != 1 || h[0].GetHistogram().GetSampleCount() != tc.wantCount || h[0].GetHistogram().GetSampleSum() != tc.wantSum {
+				t.Errorf("%s: histogram %v, want count %d and sum %g", tc.reason, h, tc.wantCount, tc.wantSum)
 			}
 		})
-	}
-}
-
-// TestGathererMatchesRegistry: the per-round cache serves exactly what the collectors would,
-// and follows a new round.
-func TestGathererMatchesRegistry(t *testing.T) {
-	s := NewStore(Options{Now: clock(t0.Add(time.Minute))})
-	g, err := s.Gatherer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := s.Registry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range []Round{kubeRound(t0, true), kubeRound(t0.Add(time.Second), false)} {
-		s.Record(r)
-		want, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := g.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(got)); diff != "" {
-			t.Errorf("round %d: Gatherer differs from Registry (-registry +gatherer):\n%s", i, diff)
-		}
 	}
 }
 

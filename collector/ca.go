@@ -1,4 +1,4 @@
-package exposition
+package collector
 
 import (
 	"cmp"
@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoystate"
@@ -17,18 +17,20 @@ import (
 // ca.crt is one series per family, not 10,000. serial is there for the CAs Envoy's /certs lists
 // that no other view has a copy of: /certs gives no fingerprint, so their fingerprint_sha256 is
 // empty and the serial tells them apart.
-var caLabels = []string{"view", "fingerprint_sha256", "serial"}
+var (
+	caLabels     = newLabelIndex("view", "fingerprint_sha256", "serial")
+	caInfoLabels = newLabelIndex("view", "fingerprint_sha256", "serial", "subject", "issuer")
+)
 
 var (
-	caNotAfterDesc = prometheus.NewDesc("certdrift_ca_certificate_not_after_timestamp_seconds",
+	caNotAfter = newFamily("certdrift_ca_certificate_not_after_timestamp_seconds",
 		"End of validity of a CA certificate in a trust bundle, per view (desired: Secret ca.crt, ConfigMap bundles, CA files; loaded: Envoy validation contexts), one series per CA.",
-		caLabels, nil)
-	caInfoDesc = prometheus.NewDesc("certdrift_ca_certificate_info",
-		"Identity of a CA certificate in a trust bundle (value 1); join leaves on issuer = subject.",
-		append(slices.Clone(caLabels), "subject", "issuer"), nil)
-	caBundlesDesc = prometheus.NewDesc("certdrift_ca_certificate_bundles",
+		dto.MetricType_GAUGE, caLabels.names)
+	caInfo = newFamily("certdrift_ca_certificate_info",
+		"Identity of a CA certificate in a trust bundle (value 1); join leaves on issuer = subject.", dto.MetricType_GAUGE, caInfoLabels.names)
+	caBundles = newFamily("certdrift_ca_certificate_bundles",
 		"Trust bundles holding the CA: desired bundles (Secret or ConfigMap keys, CA files) or Envoys whose validation contexts hold it.",
-		caLabels, nil)
+		dto.MetricType_GAUGE, caLabels.names)
 )
 
 // caSeries is one CA certificate of one view, with the number of bundles that hold it.
@@ -39,28 +41,14 @@ type caSeries struct {
 	bundles                   int
 }
 
-// caCollector exposes the CA certificates of trust bundles, deduplicated by fingerprint. Like
-// certificateCollector it reads a fixed snapshot when snap is set.
-type caCollector struct {
-	s    *Store
-	snap *snapshot
-}
-
-func (c caCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- caNotAfterDesc
-	ch <- caInfoDesc
-	ch <- caBundlesDesc
-}
-
-func (c caCollector) Collect(ch chan<- prometheus.Metric) {
-	snap := c.snap
-	if snap == nil {
-		snap = c.s.current()
-	}
-	for _, ca := range snap.cas {
-		ch <- prometheus.MustNewConstMetric(caNotAfterDesc, prometheus.GaugeValue, unix(ca.notAfter), ca.view, ca.fingerprint, ca.serial)
-		ch <- prometheus.MustNewConstMetric(caInfoDesc, prometheus.GaugeValue, 1, ca.view, ca.fingerprint, ca.serial, ca.subject, ca.issuer)
-		ch <- prometheus.MustNewConstMetric(caBundlesDesc, prometheus.GaugeValue, float64(ca.bundles), ca.view, ca.fingerprint, ca.serial)
+// renderCAs renders the CA series of one view into its object.
+func renderCAs(rs *rowSet, cas []caSeries) {
+	for _, ca := range cas {
+		base := caLabels.values("view", ca.view, "fingerprint_sha256", ca.fingerprint, "serial", ca.serial)
+		rs.sample(caNotAfter, caLabels.names, base, unixNano(ca.notAfter.UnixNano()))
+		rs.sample(caInfo, caInfoLabels.names, caInfoLabels.values("view", ca.view, "fingerprint_sha256", ca.fingerprint,
+			"serial", ca.serial, "subject", ca.subject, "issuer", ca.issuer), 1)
+		rs.sample(caBundles, caLabels.names, base, float64(ca.bundles))
 	}
 }
 
@@ -188,8 +176,8 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// caSeriesOf derives the CA series of a round for the shard's own sources and Envoys.
-func caSeriesOf(r Round, shard Shard) []caSeries {
+// caSeriesOf derives the CA series of a round for the shard's own sources and Envoys, per view.
+func caSeriesOf(r Round, shard Shard) (desiredCAs, loadedCAs []caSeries) {
 	fps := map[*x509.Certificate]string{}
 	desired, loaded := newCAIndex("desired", fps), newCAIndex("loaded", fps)
 	// Every CA certificate of the round by serial and expiry, for /certs entries to borrow from.
@@ -229,5 +217,5 @@ func caSeriesOf(r Round, shard Shard) []caSeries {
 			loaded.envoy(ev.Admin, known)
 		}
 	}
-	return append(desired.series(), loaded.series()...)
+	return desired.series(), loaded.series()
 }

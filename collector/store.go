@@ -1,11 +1,15 @@
-// Package exposition turns certdrift's rounds (gathered audit inputs and their judgement) into
-// Prometheus metrics. A Store keeps the latest round as an immutable snapshot of ready-made
-// series plus what needs memory across rounds — how long each binding has been stale, how long
-// each rotation took to converge, cumulative probe errors and durations — and its collectors
-// build const metrics from that in Collect. A scrape never observes anything itself: it reads the
-// snapshot, so scrapes stay cheap and do not multiply with the number of Prometheus replicas
-// (STYLE.md, "Metrics" 5).
-package exposition
+// Package collector is certdrift's Prometheus exposition, built the way kube-state-metrics builds
+// its own: what a scrape returns is kept pre-rendered per (view, object) — the desired
+// certificates of one source, the loaded or served certificates of one Envoy, the trust bundles of
+// a view, the findings of the last round — and a scrape concatenates those rows. Rounds replace
+// the objects they observe; informer events between rounds replace one source's desired object
+// (UpdateDesired), so a Secret change reaches /metrics without a re-judgement. Every series is
+// rendered by one function into both formats Prometheus negotiates (render.go). What changes with
+// the clock alone (ages, counters, histograms) is rendered per scrape by the same function; the
+// judgement over time behind drift ages and convergence times is audit.Tracker's. A scrape never
+// observes anything itself, so scrapes stay cheap and do not multiply with the number of
+// Prometheus replicas (STYLE.md, "Metrics" 5).
+package collector
 
 import (
 	"context"
@@ -18,10 +22,8 @@ import (
 	"syscall"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/certdrift/certdrift/audit"
-	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
 
@@ -95,23 +97,30 @@ var (
 	TLSReasons = append(append([]string{}, tlsprobe.Reasons...), "client_cert")
 )
 
-// Store holds what the collectors expose. Record is called once per round by the serve loop;
-// Collect may run concurrently from any number of scrapes.
+// Store holds what /metrics exposes. Record is called once per round by the serve loop and
+// UpdateDesired by the informers' queue; scrapes (Handler) may run concurrently with both, from
+// any number of clients.
 type Store struct {
 	opt Options
 
-	// wmu serializes the writers (Record, UpdateDesired): each builds and renders the next
-	// snapshot outside mu, then swaps it in with its text under mu, so a scrape never waits for
-	// a render and never sees a snapshot without its text.
+	// wmu serializes the writers (Record, UpdateDesired): each renders the objects it changes and
+	// assembles the next exposition outside mu, then swaps it in under mu, so a scrape never
+	// waits for a render. The fields below it up to mu belong to the writers.
 	wmu sync.Mutex
+	// objects are the current objects, by key: the exposed exposition is assembled from them.
+	objects objects
+	// kubernetes is the last round's Round.Kubernetes: how desired objects are labelled.
+	kubernetes bool
 	// overrides are desired-view updates applied between rounds, by source name: a round that
 	// started before one may have read the older Secret, so Record re-applies them.
 	overrides map[string]desiredOverride
 
-	mu   sync.Mutex
-	snap *snapshot
-	// Across rounds.
-	bindings     map[bindingKey]*bindingTrack
+	mu  sync.Mutex
+	exp *exposition
+	// tracker is the drift and convergence clocks as of the last round; drift the stale bindings'
+	// series, aged at scrape time.
+	tracker      audit.Tracker
+	drift        []driftSeries
 	convergence  histogram
 	probeTLS     histogram
 	probeErrors  map[[2]string]uint64
@@ -122,11 +131,7 @@ type Store struct {
 	reloadKnown  bool
 	rounds       uint64
 	lastComplete time.Time
-	// certCache holds the certificate families rendered for certCacheFor.
-	certCache    []*dto.MetricFamily
-	certCacheFor *snapshot
-	// text is the rendered certificate text of a snapshot (see Handler).
-	text *textCache
+	duration     float64
 }
 
 // NewStore returns an empty Store: not ready until its first Record.
@@ -136,8 +141,7 @@ func NewStore(opt Options) *Store {
 	}
 	s := &Store{
 		opt:          opt,
-		snap:         &snapshot{},
-		bindings:     map[bindingKey]*bindingTrack{},
+		exp:          assemble(nil),
 		convergence:  newHistogram(ConvergenceBuckets),
 		probeTLS:     newHistogram(ProbeBuckets),
 		probeErrors:  map[[2]string]uint64{},
@@ -162,6 +166,14 @@ func (s *Store) Ready() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return !s.lastComplete.IsZero()
+}
+
+// Tracker returns the drift and convergence clocks as of the last recorded round (of this
+// shard's bindings). The value is never modified afterwards: a caller may keep it.
+func (s *Store) Tracker() audit.Tracker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tracker
 }
 
 // ConfigReloaded records the outcome of loading the configuration file (the first load counts).
@@ -192,9 +204,9 @@ func (s *Store) KubernetesRequest(code string) {
 	}
 }
 
-// Record makes r the exposed round and advances the cross-round tracking. The round's
-// certificate families and their text are rendered here, in the round's goroutine and before the
-// swap, so that no scrape pays for them and every scrape gets the last complete text.
+// Record makes r the exposed round: its objects replace the previous round's, and the drift and
+// convergence clocks advance. Everything is rendered and assembled here, in the round's goroutine
+// and before the swap, so that no scrape pays for it and every scrape gets a complete round.
 func (s *Store) Record(r Round) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -202,9 +214,19 @@ func (s *Store) Record(r Round) {
 	if now.IsZero() {
 		now = s.opt.Now()
 	}
-	snap := buildSnapshot(r, s.opt.Shard)
-	snap.finished = now
-	snap.duration = now.Sub(r.Started).Seconds()
+	s.mu.Lock()
+	tracker := s.tracker
+	s.mu.Unlock()
+	var owned []audit.Binding
+	for _, b := range r.Report.Bindings {
+		if s.opt.Shard.Owns(b.Envoy) {
+			owned = append(owned, b)
+		}
+	}
+	tracker, progress := tracker.Next(audit.TrackRound{Desired: audit.DesiredSources(r.Inputs), Bindings: owned,
+		Started: r.Started, Now: now})
+
+	objs := roundObjects(r, s.opt.Shard, progress.Converging)
 	// Updates that arrived after the round began may be newer than what it read.
 	var late []DesiredUpdate
 	for name, o := range s.overrides {
@@ -215,19 +237,60 @@ func (s *Store) Record(r Round) {
 		}
 	}
 	if len(late) > 0 {
-		snap = snap.withDesired(late, s.opt.Shard)
+		objs = objs.withDesired(late, s.opt.Shard, r.Kubernetes)
 	}
-	mfs, text := renderCerts(snap)
+	exp := assemble(objs)
+	drift := driftSeriesOf(r, progress.Stale)
 
+	s.objects, s.kubernetes = objs, r.Kubernetes
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.countProbes(r)
-	s.track(r, snap, now) // snap is not yet visible: track may still fill its drift series
-	s.snap = snap
-	s.certCache, s.certCacheFor = mfs, snap
-	s.text = text
+	for _, d := range progress.Converged {
+		s.convergence.observe(d.Seconds())
+	}
+	s.tracker, s.drift, s.exp = tracker, drift, exp
 	s.lastComplete = now
+	s.duration = now.Sub(r.Started).Seconds()
 	s.rounds++
+}
+
+// DesiredUpdate is one desired source as the inventory now holds it: Observation replaces every
+// desired-view series of Observation.Source.Name, and Deleted removes them.
+type DesiredUpdate struct {
+	Observation files.Observation
+	Deleted     bool
+}
+
+type desiredOverride struct {
+	upd DesiredUpdate
+	at  time.Time
+}
+
+// UpdateDesired replaces the desired objects of changed sources at once, without waiting for a
+// round: a Secret update reaches /metrics in milliseconds instead of after a whole re-judgement
+// of every Secret (seconds at 10,000), the way kube-state-metrics updates one object's series per
+// informer event. Findings, drift and convergence still come from rounds, which the caller keeps
+// running. at is when the change was seen: a round that started before it may have read the
+// older object, so Record re-applies it.
+func (s *Store) UpdateDesired(upds []DesiredUpdate, at time.Time) {
+	if len(upds) == 0 {
+		return
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for _, u := range upds {
+		s.overrides[u.Observation.Source.Name] = desiredOverride{upd: u, at: at}
+	}
+	if !s.Ready() {
+		return // no round yet: the first one reads the inventory, and Record applies the overrides
+	}
+	objs := s.objects.withDesired(upds, s.opt.Shard, s.kubernetes)
+	exp := assemble(objs)
+	s.objects = objs
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.exp = exp
 }
 
 // countProbes adds the round's probe durations and errors to the cumulative counters. Only the
@@ -303,125 +366,6 @@ func sourceNamespace(name string, kubernetes bool) string {
 	return ns
 }
 
-// bindingKey identifies a binding across rounds: one per Envoy and desired certificate (the
-// audit keeps one binding per pair).
-type bindingKey struct{ envoy, source, item string }
-
-// bindingTrack is what is remembered of one binding between rounds.
-type bindingTrack struct {
-	labels []string // identity labels, for the drift-age series
-	// desired is the desired leaf fingerprint last seen for the binding's source.
-	desired string
-	// rotationStart is set while a rotation is pending: from when the desired certificate changed
-	// (or, when that is not known, from when certdrift first saw the binding differ) until the
-	// binding is seen converged, which observes the convergence histogram.
-	rotationStart time.Time
-	// driftSince is when the current episode of differing began (converging or stale); zero when
-	// converged.
-	driftSince time.Time
-	// convergedAt is the start of the last round that saw the binding converged: a desired change
-	// dated before it cannot be the one the binding now differs from.
-	convergedAt time.Time
-}
-
-// track advances drift and convergence clocks. A rotation clock runs for every binding whose
-// Envoy does not load and serve its desired certificate: it starts when the desired fingerprint
-// changes under certdrift's eyes, and also when a binding is first judged differing — above all
-// in the first round of a process that starts after the rotation. Either way it starts at the
-// source's change time (the file's mtime, the Secret's change time) when that is known and
-// plausible, so the first round agrees with `certdrift audit`, which dates drift the same way.
-// The clock stops, observing the convergence histogram, once the binding is converged: each
-// binding observes its own time, so a fleet where one Envoy never reloads still records the ones
-// that did — and the laggard stays in certdrift_bindings_converging.
-func (s *Store) track(r Round, snap *snapshot, now time.Time) {
-	desired := map[[2]string]desiredLeaf{}
-	for _, o := range r.Inputs.Desired {
-		for _, it := range o.Items {
-			if len(it.Chain) == 0 {
-				continue
-			}
-			desired[[2]string{o.Source.Name, it.Name}] = desiredLeaf{fp: pki.Fingerprint(it.Chain[0]), changedAt: o.ChangedAt}
-		}
-	}
-	started := cmpTime(r.Started, now)
-	ids := envoyIdentities(r)
-	present := map[bindingKey]bool{}
-	converging := 0
-	for _, b := range r.Report.Bindings {
-		if !s.opt.Shard.Owns(b.Envoy) {
-			continue
-		}
-		k := bindingKey{b.Envoy, b.Source, b.Item}
-		if present[k] {
-			continue
-		}
-		present[k] = true
-		t := s.bindings[k]
-		if t == nil {
-			t = &bindingTrack{}
-			s.bindings[k] = t
-		}
-		id := ids[b.Envoy]
-		t.labels = []string{id.namespace, cmpOr(b.Workload, id.workload), id.pod, b.Envoy, b.Source, b.Item}
-		d, ok := desired[[2]string{b.Source, b.Item}]
-		if ok && t.desired != "" && d.fp != t.desired {
-			// A rotation seen happening: the clock (re)starts even if the binding already
-			// converged within this round, so fast reloads are observed too.
-			t.rotationStart = t.changeTime(d.changedAt, now)
-		}
-		if ok {
-			t.desired = d.fp
-		}
-		switch b.State {
-		case audit.StateConverged:
-			if !t.rotationStart.IsZero() {
-				s.convergence.observe(now.Sub(t.rotationStart).Seconds())
-				t.rotationStart = time.Time{}
-			}
-			t.driftSince = time.Time{}
-			t.convergedAt = started
-		case audit.StateConverging, audit.StateStale:
-			if t.rotationStart.IsZero() {
-				// Differing without a rotation seen: the process started after it, the binding
-				// was unknown until now, or the Envoy went back to an older certificate.
-				t.rotationStart = t.changeTime(d.changedAt, now)
-			}
-			if t.driftSince.IsZero() {
-				t.driftSince = t.rotationStart
-			}
-		}
-		if !t.rotationStart.IsZero() {
-			converging++
-		}
-		if b.State == audit.StateStale {
-			snap.drift = append(snap.drift, driftSeries{labels: t.labels, since: t.driftSince})
-		}
-	}
-	// A deleted Envoy or source takes its clocks with it.
-	for k := range s.bindings {
-		if !present[k] {
-			delete(s.bindings, k)
-		}
-	}
-	snap.converging = converging
-}
-
-// changeTime is when a rotation the binding now differs from began: the desired source's change
-// time when it is known, not in the future, and after the binding was last seen converged (an
-// mtime kept by a copy can be older than that, and would inflate the convergence time); else now,
-// the first round that saw it.
-func (t *bindingTrack) changeTime(changedAt, now time.Time) time.Time {
-	if changedAt.IsZero() || changedAt.After(now) || !changedAt.After(t.convergedAt) {
-		return now
-	}
-	return changedAt
-}
-
-type desiredLeaf struct {
-	fp        string
-	changedAt time.Time
-}
-
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a
@@ -429,14 +373,7 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-func cmpTime(a, b time.Time) time.Time {
-	if !a.IsZero() {
-		return a
-	}
-	return b
-}
-
-// histogram is a cumulative histogram kept by the store and exposed as a const histogram.
+// histogram is a cumulative histogram kept by the store and rendered per scrape.
 type histogram struct {
 	bounds []float64
 	counts []uint64 // per bucket, not cumulative
@@ -459,13 +396,13 @@ func (h *histogram) observe(v float64) {
 	}
 }
 
-// cumulative returns the buckets in the form prometheus.MustNewConstHistogram takes.
-func (h *histogram) cumulative() map[float64]uint64 {
-	m := make(map[float64]uint64, len(h.bounds))
+// cumulativeCounts are the counts of each bucket and all below it, as both formats expose them.
+func (h histogram) cumulativeCounts() []uint64 {
+	out := make([]uint64, len(h.bounds))
 	var c uint64
-	for i, b := range h.bounds {
+	for i := range h.bounds {
 		c += h.counts[i]
-		m[b] = c
+		out[i] = c
 	}
-	return m
+	return out
 }

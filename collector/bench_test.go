@@ -1,18 +1,12 @@
-package exposition
+package collector
 
 import (
-	"bytes"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
@@ -70,63 +64,29 @@ func BenchmarkRecord(b *testing.B) {
 	}
 }
 
-// BenchmarkScrape is what one /metrics request costs: gather and encode the text format.
-func BenchmarkScrape(b *testing.B) {
-	b.Run("Registry", func(b *testing.B) { benchScrape(b, false) })
-	b.Run("Gatherer", func(b *testing.B) { benchScrape(b, true) })
-}
-
-func benchScrape(b *testing.B, cached bool) {
-	s := NewStore(Options{Now: clock(t0)})
-	s.Record(fleet(10000, 500))
-	var reg prometheus.Gatherer
-	var err error
-	if cached {
-		reg, err = s.Gatherer()
-	} else {
-		reg, err = s.Registry()
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	var buf bytes.Buffer
-	b.ResetTimer()
-	for b.Loop() {
-		buf.Reset()
-		mfs, err := reg.Gather()
-		if err != nil {
-			b.Fatal(err)
-		}
-		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-		for _, mf := range mfs {
-			if err := enc.Encode(mf); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.ReportMetric(float64(buf.Len()), "bytes/exposition")
-}
-
-// BenchmarkScrapeHTTP is one /metrics request through promhttp as certdrift serve configures
-// it, with and without gzip (Prometheus asks for gzip).
+// BenchmarkScrapeHTTP is one /metrics request through the handler certdrift serve uses, plain,
+// gzipped (what Prometheus asks for) and in the protobuf format (what Prometheus asks for with
+// native histograms on).
 func BenchmarkScrapeHTTP(b *testing.B) {
 	s := NewStore(Options{Now: clock(t0)})
 	s.Record(fleet(10000, 500))
-	g, err := s.Gatherer()
+	h, err := s.Handler(HandlerOpts{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := s.Handler(promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}), slog.New(slog.DiscardHandler))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, enc := range []string{"identity", "gzip"} {
-		b.Run(enc, func(b *testing.B) {
+	for _, tc := range []struct{ name, accept, encoding string }{
+		{"identity", acceptText, "identity"},
+		{"gzip", acceptText, "gzip"},
+		{"protobuf", acceptProto, "identity"},
+		{"protobuf-gzip", acceptProto, "gzip"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
 			var n int
 			for b.Loop() {
 				rec := httptest.NewRecorder()
 				req := httptest.NewRequest("GET", "/metrics", nil)
-				req.Header.Set("Accept-Encoding", enc)
+				req.Header.Set("Accept", tc.accept)
+				req.Header.Set("Accept-Encoding", tc.encoding)
 				h.ServeHTTP(rec, req)
 				if rec.Code != 200 {
 					b.Fatalf("status %d", rec.Code)
@@ -139,7 +99,7 @@ func BenchmarkScrapeHTTP(b *testing.B) {
 }
 
 // BenchmarkFleetHeap reports the Go heap a 10,000-Secret round keeps (snapshot, tracking and the
-// rendered certificate families) as heap-MiB: a measurement for docs/benchmarks.md, so a
+// pre-rendered objects and the assembled exposition with its gzip member) as heap-MiB: a measurement for docs/benchmarks.md, so a
 // benchmark rather than a test that builds the fleet in every CI run and asserts nothing.
 func BenchmarkFleetHeap(b *testing.B) {
 	r := fleet(10000, 500)
@@ -159,7 +119,7 @@ func BenchmarkFleetHeap(b *testing.B) {
 }
 
 // BenchmarkUpdateDesired is the cost of one Secret change between rounds at the scale:
-// copy the snapshot, splice its text, gzip it again.
+// render the source's object, assemble the exposition again and gzip its text.
 func BenchmarkUpdateDesired(b *testing.B) {
 	r := fleet(10000, 500)
 	s := NewStore(Options{Now: clock(t0)})

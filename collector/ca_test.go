@@ -1,4 +1,4 @@
-package exposition
+package collector
 
 import (
 	"crypto/x509"
@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoystate"
@@ -84,12 +82,7 @@ certdrift_ca_certificate_not_after_timestamp_seconds{fingerprint_sha256="{fp:old
 certdrift_ca_certificate_not_after_timestamp_seconds{fingerprint_sha256="{fp:root-ca}",serial="e42",view="desired"} 2.1107088e+09
 certdrift_ca_certificate_not_after_timestamp_seconds{fingerprint_sha256="{fp:root-ca}",serial="e42",view="loaded"} 2.1107088e+09
 `, root, old)
-	if err := testutil.CollectAndCompare(caCollector{s: s}, strings.NewReader(golden)); err != nil {
-		t.Error(err)
-	}
-	if problems, err := testutil.CollectAndLint(caCollector{s: s}); err != nil || len(problems) > 0 {
-		t.Errorf("lint: %v %v", problems, err)
-	}
+	compareGolden(t, s, golden, "certdrift_ca_certificate_bundles", "certdrift_ca_certificate_info", "certdrift_ca_certificate_not_after_timestamp_seconds")
 
 	// Sharded, each replica counts its own sources and Envoys; the counts add up to the whole.
 	total := map[string]float64{}
