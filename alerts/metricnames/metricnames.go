@@ -345,7 +345,7 @@ type Metric struct {
 type Doc map[string]Metric
 
 // ReadDoc reads the rows "| `name` | type | labels | meaning |" of docs/metrics.md, the same
-// table format exposition/docs_test.go holds the code to.
+// table format collector/docs_test.go holds the code to.
 func ReadDoc(r io.Reader) (Doc, error) {
 	doc := Doc{}
 	sc := bufio.NewScanner(r)
