@@ -67,10 +67,11 @@ type reloadState struct {
 	in     audit.Inputs
 	policy config.Policy
 	// Kubernetes mode: rc is set; local mode: cfg.
-	rc    *rest.Config
-	kopts KubeOptions
-	cfg   *config.Config
-	gopts GatherOptions
+	rc *rest.Config
+	// session is the audit's own Kubernetes session, kept open with --yes for the post-checks.
+	session *KubeSession
+	cfg     *config.Config
+	gopts   GatherOptions
 }
 
 func (r *reloadFlags) validate() error {
@@ -90,31 +91,41 @@ func (r *reloadFlags) validate() error {
 }
 
 // reload is the audit's hook: with --reload, plan from the judged report, and act with --yes.
-// Local mode left what it gathered in r.state; Kubernetes mode reads the cluster again here, so
-// the Kubernetes audit path needs no change.
+// Both modes left what they gathered in r.state.
 func (c *auditCmd) reload(ctx context.Context, io *streams, log *slog.Logger, report audit.Report) error {
 	if !c.Reload {
 		return nil
 	}
-	if c.kubeFlags.enabled() {
-		policy := config.DefaultPolicy
-		if c.Timeout > 0 {
-			policy.Timeout = config.Duration(c.Timeout)
-		}
-		if c.Grace > 0 {
-			policy.Grace = config.Duration(c.Grace)
-		}
-		kopts, err := c.kubeFlags.options(GatherOptions{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
-		if err != nil {
-			return noRun(err)
-		}
-		rc, err := c.kubeFlags.restConfig()
-		if err != nil {
-			return noRun(err)
-		}
-		c.reloadFlags.state = &reloadState{policy: policy, rc: rc, kopts: kopts}
-	}
 	return c.reloadFlags.run(ctx, io, log, c.Output, report)
+}
+
+// gatherKube is GatherKube for the audit: with --reload it keeps the round's inputs and policy
+// (the --config file's, flags applied) for the repair, and with --yes the session too, so that
+// post-checks and admin-quit reuse its informers instead of listing every Secret again.
+func (c *auditCmd) gatherKube(ctx context.Context, rc *rest.Config, policy config.Policy, opts KubeOptions) (audit.Inputs, error) {
+	if !c.Reload {
+		return GatherKube(ctx, rc, policy, opts)
+	}
+	s, err := StartKube(ctx, rc, policy, opts)
+	if err != nil {
+		return audit.Inputs{}, err
+	}
+	in := s.Gather(ctx)
+	if !c.Yes {
+		// A dry run observes nothing more.
+		s.Close()
+		s = nil
+	}
+	c.reloadFlags.state = &reloadState{in: in, policy: policy, rc: rc, session: s}
+	return in, nil
+}
+
+// closeReload ends what gatherKube kept open.
+func (r *reloadFlags) closeReload() {
+	if r.state != nil && r.state.session != nil {
+		r.state.session.Close()
+		r.state.session = nil
+	}
 }
 
 // reloadReport is what -o json prints with --reload: the audit report with the reload results
@@ -148,17 +159,12 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 		if err != nil {
 			return noRun(fmt.Errorf("reload: %w", err))
 		}
-		defer k.close()
 		exe.LeaseNamespace = k.leaseNS
 		if err := k.prepare(ctx, report, &opt); err != nil {
 			return noRun(fmt.Errorf("reload: %w", err))
 		}
 		exe.Client = k.client
 		if r.Yes {
-			// The post-check observes the cluster again: start watching only when acting.
-			if err := k.startSession(ctx); err != nil {
-				return noRun(fmt.Errorf("reload post-check: %w", err))
-			}
 			exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
 			// A workload blocked by an earlier failed action is released once the audit shows
 			// it healthy again.

@@ -36,13 +36,7 @@ func newKubeReload(_ context.Context, st *reloadState, leaseNS string, log *slog
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return &kubeReload{st: st, client: c, log: log, leaseNS: leaseNS}, nil
-}
-
-func (k *kubeReload) close() {
-	if k.session != nil {
-		k.session.Close()
-	}
+	return &kubeReload{st: st, client: c, session: st.session, log: log, leaseNS: leaseNS}, nil
 }
 
 // prepare reads what planning needs from the cluster for each pod with a drift finding: its
@@ -120,15 +114,6 @@ func hasDrift(r audit.Report, envoy string) bool {
 		}
 	}
 	return false
-}
-
-func (k *kubeReload) startSession(ctx context.Context) error {
-	s, err := StartKube(ctx, k.st.rc, k.st.policy, k.st.kopts)
-	if err != nil {
-		return err
-	}
-	k.session = s
-	return nil
 }
 
 // verify observes the cluster again and checks the given pods serve their desired certificates.

@@ -204,12 +204,7 @@ func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep a
 func (r *remediator) act(ctx context.Context, w remediate.Work) {
 	f := r.f
 	policy := r.x.policy()
-	kopts, err := r.x.c.kubeFlags.options(GatherOptions{Timeout: policy.Timeout.D(), Concurrency: r.x.c.Concurrency, Log: r.log})
-	if err != nil {
-		r.log.Error("remediate: options", "err", err)
-		return
-	}
-	k := &kubeReload{st: &reloadState{policy: policy, kopts: kopts}, client: r.client, session: r.x.kube, log: r.log,
+	k := &kubeReload{st: &reloadState{policy: policy}, client: r.client, session: r.x.kube, log: r.log,
 		leaseNS: f.RemediateLeaseNamespace}
 	opt := remediate.Options{Kubernetes: true, Strategy: remediate.Strategy(f.RemediateStrategy),
 		Budget: f.RemediateBudget, Cooldown: f.RemediateCooldown, Now: time.Now()}
