@@ -18,7 +18,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
 
@@ -154,26 +154,27 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 		DrainWait: r.ReloadDrainWait, Command: strings.Fields(r.ReloadExec),
 		// Counted like serve --remediate does; a one-shot audit has no /metrics to expose them on.
 		Metrics: newRepairMetrics()}
+	in := st.in
 	if kubeMode {
-		k, err := newKubeReload(ctx, st, r.leaseNamespace(), log)
+		client, err := kubeapi.NewForConfig(st.rc)
 		if err != nil {
+			return noRun(fmt.Errorf("reload: kubernetes client: %w", err))
+		}
+		exe.Client, exe.LeaseNamespace = client, r.leaseNamespace()
+		if in, err = remediate.PrepareKube(ctx, client, exe.LeaseNamespace, report, st.in, &opt); err != nil {
 			return noRun(fmt.Errorf("reload: %w", err))
 		}
-		exe.LeaseNamespace = k.leaseNS
-		if err := k.prepare(ctx, report, &opt); err != nil {
-			return noRun(fmt.Errorf("reload: %w", err))
-		}
-		exe.Client = k.client
 		if r.Yes {
-			exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
+			exe.Verify = remediate.NewVerifier(st.session.observe, st.policy, time.Now)
+			exe.OpenAdmin = st.session.openAdmin
 			// A workload blocked by an earlier failed action is released once the audit shows
 			// it healthy again.
 			exe.RecoverBlocked(ctx, remediate.HealthyWorkloads(report))
 		}
 	} else {
-		exe.Verify = st.verifyLocal
+		exe.Verify = remediate.NewVerifier(st.observeLocal, st.policy, time.Now)
 	}
-	actions := remediate.Plan(report, st.in, opt)
+	actions := remediate.Plan(report, in, opt)
 	results := exe.Run(ctx, actions, !r.Yes)
 
 	if err := renderReload(io.Out, output, !r.Yes, results, report); err != nil {
@@ -219,7 +220,7 @@ func renderReload(w io.Writer, output string, dryRun bool, results []remediate.R
 	for _, res := range results {
 		target := res.Target.Envoy
 		if target == "" {
-			target = res.Target.Namespace + "/" + res.Target.Workload
+			target = res.Target.Namespace + "/" + res.Target.Workload.Ref()
 		}
 		outcome := res.Outcome
 		switch {
@@ -241,86 +242,9 @@ func renderReload(w io.Writer, output string, dryRun bool, results []remediate.R
 	return tw.Flush()
 }
 
-// staleCodes are the findings that make a post-check fail for an Envoy.
-var staleCodes = []audit.Code{audit.StaleServed, audit.StaleLoaded, audit.StaleProcess, audit.Unreachable,
-	audit.RotationFailed, audit.LoadedServedMismatch}
-
-// checkConverged is the post-check on a fresh audit: every named Envoy was observed, each of its
-// bindings is converged, none of its findings says stale or unreachable, and every handshake
-// returned the desired leaf of a bound source. It returns what it saw.
-func checkConverged(in audit.Inputs, rep audit.Report, envoys []string) (string, error) {
-	desired := map[string][]string{} // source → desired leaf fingerprints (one per merged item)
-	for _, o := range in.Desired {
-		for _, it := range o.Items {
-			if len(it.Chain) > 0 {
-				desired[o.Source.Name] = append(desired[o.Source.Name], pki.Fingerprint(it.Chain[0]))
-			}
-		}
-	}
-	var saw []string
-	for _, name := range envoys {
-		i := slices.IndexFunc(in.Envoys, func(ev audit.EnvoyView) bool { return ev.Config.Name == name })
-		if i < 0 {
-			return "", fmt.Errorf("%s not observed yet", name)
-		}
-		ev := in.Envoys[i]
-		for _, f := range rep.Findings {
-			if f.Subject.Envoy == name && slices.Contains(staleCodes, f.Code) {
-				return "", fmt.Errorf("%s: %s: %s", name, f.Code, f.Message)
-			}
-		}
-		var bound []string
-		for _, b := range rep.Bindings {
-			if b.Envoy != name {
-				continue
-			}
-			if b.State != audit.StateConverged {
-				return "", fmt.Errorf("%s: binding to %s is %s", name, b.Source, b.State)
-			}
-			bound = append(bound, b.Source)
-		}
-		if len(bound) == 0 {
-			return "", fmt.Errorf("%s: no certificate binding observed yet", name)
-		}
-		served := 0
-		for _, res := range ev.Served {
-			if len(res.Chain) == 0 {
-				return "", fmt.Errorf("%s: handshake with %s (SNI %q) failed: %s", name, res.Target.Address, res.Target.SNI, res.Reason)
-			}
-			fp := pki.Fingerprint(res.Chain[0])
-			ok := false
-			for _, s := range bound {
-				ok = ok || slices.Contains(desired[s], fp)
-			}
-			if !ok {
-				return "", fmt.Errorf("%s: %s serves sha256 %s, not the desired certificate of %s", name, res.Target.Address, short(fp), strings.Join(bound, ", "))
-			}
-			served++
-		}
-		saw = append(saw, fmt.Sprintf("%s serves the desired leaf of %s (sha256 %s) in %d handshakes",
-			name, strings.Join(bound, ", "), short(firstOr(desired[bound[0]])), served))
-	}
-	return strings.Join(saw, "; "), nil
-}
-
-func firstOr(xs []string) string {
-	if len(xs) == 0 {
-		return "?"
-	}
-	return xs[0]
-}
-
-func short(fp string) string {
-	if len(fp) > 16 {
-		return fp[:16]
-	}
-	return fp
-}
-
-// verifyLocal re-gathers the named local Envoys and audits them.
-func (st *reloadState) verifyLocal(ctx context.Context, _ remediate.Action, envoys []string) (string, error) {
+// observeLocal gathers the named local Envoys again, for the post-check.
+func (st *reloadState) observeLocal(ctx context.Context, envoys []string) audit.Inputs {
 	cfg := *st.cfg
 	cfg.Envoys = slices.DeleteFunc(slices.Clone(cfg.Envoys), func(e config.Envoy) bool { return !slices.Contains(envoys, e.Name) })
-	in := Gather(ctx, &cfg, st.gopts)
-	return checkConverged(in, audit.Run(in, st.policy, time.Now()), envoys)
+	return Gather(ctx, &cfg, st.gopts)
 }

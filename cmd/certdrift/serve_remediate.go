@@ -83,7 +83,7 @@ type remediator struct {
 	// workload's Lease is read when it turns healthy, not in every round; all of them are read
 	// again once per cooldown (sweptAt), which covers blocks written while this replica did not
 	// lead. Only the worker goroutine touches them.
-	healthy map[string]bool
+	healthy map[remediate.Workload]bool
 	sweptAt time.Time
 }
 
@@ -182,48 +182,48 @@ func (r *remediator) offer(round exposition.Round) {
 // recover releases the blocked workloads that turned healthy since the last round (all
 // healthy ones once per cooldown).
 func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep audit.Report) {
-	now := map[string]bool{}
+	now := map[remediate.Workload]bool{}
 	all := time.Since(r.sweptAt) >= max(r.f.RemediateCooldown, time.Minute)
 	if all {
 		r.sweptAt = time.Now()
 	}
-	var check []string
-	for _, k := range remediate.HealthyWorkloads(rep) {
-		now[k] = true
-		if all || !r.healthy[k] {
-			check = append(check, k)
+	var check []remediate.Workload
+	for _, w := range remediate.HealthyWorkloads(rep) {
+		now[w] = true
+		if all || !r.healthy[w] {
+			check = append(check, w)
 		}
 	}
 	r.healthy = now
 	exe.RecoverBlocked(ctx, check)
 }
 
-// act is one round's repair, as `audit --reload --yes` does it: read the stale pods' owners,
-// annotations and cooldown Leases, plan, and carry the plan out one action at a time with the
-// post-check observing the cluster through the exporter's own session.
+// act is one round's repair, as `audit --reload --yes` does it: read the stale pods'
+// annotations and their workloads' cooldown Leases (owners come from the round's pod context),
+// plan, and carry the plan out one action at a time with the post-check observing the cluster
+// through the exporter's own session.
 func (r *remediator) act(ctx context.Context, w remediate.Work) {
 	f := r.f
-	policy := r.x.policy()
-	k := &kubeReload{st: &reloadState{policy: policy}, client: r.client, session: r.x.kube, log: r.log,
-		leaseNS: f.RemediateLeaseNamespace}
 	opt := remediate.Options{Kubernetes: true, Strategy: remediate.Strategy(f.RemediateStrategy),
 		Budget: f.RemediateBudget, Cooldown: f.RemediateCooldown, Now: time.Now()}
-	if err := k.prepare(ctx, w.Report, &opt); err != nil {
+	in, err := remediate.PrepareKube(ctx, r.client, f.RemediateLeaseNamespace, w.Report, w.Inputs, &opt)
+	if err != nil {
 		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
 		return
 	}
 	exe := &remediate.Executor{Client: r.client, LeaseNamespace: f.RemediateLeaseNamespace, Log: r.log, Timeout: f.RemediateTimeout, RefusalWait: f.RemediateRefusalWait,
 		DrainWait: f.RemediateDrainWait, Metrics: r.metrics}
 	if !f.RemediateDryRun {
-		exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
+		exe.Verify = remediate.NewVerifier(r.x.kube.observe, r.x.policy(), time.Now)
+		exe.OpenAdmin = r.x.kube.openAdmin
 		r.recover(ctx, exe, w.Report)
 	}
-	actions := remediate.Plan(w.Report, k.st.in, opt)
+	actions := remediate.Plan(w.Report, in, opt)
 	results := exe.Run(ctx, actions, f.RemediateDryRun)
 	var blocked []exposition.BlockedWorkload
 	for _, res := range results {
 		if res.Skip == remediate.SkipBlocked {
-			blocked = append(blocked, exposition.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload, Reason: res.Reason})
+			blocked = append(blocked, exposition.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload.Ref(), Reason: res.Reason})
 		}
 	}
 	r.metrics.SetBlocked(blocked)
