@@ -126,7 +126,7 @@ const (
 )
 
 // ErrNoLeaseNamespace: reload records cannot be kept without certdrift's namespace.
-var ErrNoLeaseNamespace = errors.New("no namespace for certdrift's reload record Leases (--reload-lease-namespace, --remediate-lease-namespace or $POD_NAMESPACE)")
+var ErrNoLeaseNamespace = errors.New("no namespace for certdrift's reload record Leases (--reload-lease-namespace or $POD_NAMESPACE)")
 
 // maxLeaseName is a Lease name's limit (a DNS subdomain).
 const maxLeaseName = 253
@@ -252,7 +252,7 @@ func CheckLeaseNamespace(ctx context.Context, c *kubeapi.Client, leaseNS string)
 	case err == nil || apierrors.IsAlreadyExists(err):
 		return nil
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("namespace %q for certdrift's reload record Leases does not exist: create it, or name certdrift's namespace with --reload-lease-namespace (serve: --remediate-lease-namespace): %w", leaseNS, err)
+		return fmt.Errorf("namespace %q for certdrift's reload record Leases does not exist: create it, or name certdrift's namespace with --reload-lease-namespace: %w", leaseNS, err)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("may not create Leases in namespace %q, where certdrift keeps its reload records: grant get, create and update on leases (coordination.k8s.io) there (the repair profile does, in certdrift's own namespace): %w", leaseNS, err)
 	}

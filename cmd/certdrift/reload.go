@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/audit"
@@ -29,37 +27,17 @@ import (
 const exitReloadFailed = 3
 
 // reloadFlags are `certdrift audit --reload`: repair what the audit proved stale. The audit
-// fills in what it gathered (use) before judging; run acts on the judged report.
+// fills in what it gathered (state) before judging; run acts on the judged report.
 type reloadFlags struct {
-	Reload            bool          `name:"reload" env:"CERTDRIFT_RELOAD" help:"Plan reloads of Envoys proven stale (dry run: prints the plan). See docs/repair.md."`
-	Yes               bool          `name:"yes" env:"CERTDRIFT_YES" help:"With --reload: carry the plan out."`
-	ReloadStrategy    string        `name:"reload-strategy" default:"" enum:",evict,rollout-restart,admin-quit,exec" env:"CERTDRIFT_RELOAD_STRATEGY" help:"Strategy for targets without a certdrift.dev/reload-strategy annotation (Kubernetes default: evict; rollout-restart for STALE_PROCESS)."`
-	ReloadBudget      int           `name:"reload-budget" default:"5" env:"CERTDRIFT_RELOAD_BUDGET" help:"Most reload actions per run."`
-	ReloadCooldown    time.Duration `name:"reload-cooldown" default:"10m" env:"CERTDRIFT_RELOAD_COOLDOWN" help:"Least time between two reloads of one workload (remembered in a Lease per workload)."`
-	ReloadTimeout     time.Duration `name:"reload-timeout" default:"3m" env:"CERTDRIFT_RELOAD_TIMEOUT" help:"Deadline of one action: eviction or restart, wait for the replacement, post-check."`
-	ReloadRefusalWait time.Duration `name:"reload-refusal-wait" default:"30s" env:"CERTDRIFT_RELOAD_REFUSAL_WAIT" help:"How long a refused eviction (PodDisruptionBudget) is retried, honouring Retry-After, before it is reported as refused."`
-	ReloadDrainWait   time.Duration `name:"reload-drain-wait" default:"5s" env:"CERTDRIFT_RELOAD_DRAIN_WAIT" help:"admin-quit: pause between /drain_listeners?graceful and /quitquitquit."`
-	ReloadExec        string        `name:"reload-exec" env:"CERTDRIFT_RELOAD_EXEC" help:"exec strategy: command run per Envoy, split on spaces, no shell; {envoy} and {admin} are replaced."`
-	// One namespace holds all of certdrift's Leases, whoever acts: an audit run from a laptop
-	// and serve --remediate in the cluster must share it to share cooldowns and blocks.
-	ReloadLeaseNamespace string `name:"reload-lease-namespace" env:"CERTDRIFT_RELOAD_LEASE_NAMESPACE" help:"Kubernetes mode: certdrift's own namespace, where each workload's reload record Lease (cooldown, last outcome) lives; the same as serve --remediate-lease-namespace (default: $POD_NAMESPACE, else certdrift)."`
+	Reload     bool   `name:"reload" env:"CERTDRIFT_RELOAD" help:"Plan reloads of Envoys proven stale (dry run: prints the plan). See docs/repair.md."`
+	Yes        bool   `name:"yes" env:"CERTDRIFT_YES" help:"With --reload: carry the plan out."`
+	ReloadExec string `name:"reload-exec" env:"CERTDRIFT_RELOAD_EXEC" help:"exec strategy: command run per Envoy, split on spaces, no shell; {envoy} and {admin} are replaced."`
+	// The repair policy, shared with serve --remediate (remediate.Policy): --reload-strategy,
+	// --reload-budget, --reload-cooldown, --reload-timeout, --reload-refusal-wait,
+	// --reload-drain-wait, --reload-lease-namespace.
+	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=5" set:"reload_per=run" set:"reload_strategies=,evict,rollout-restart,admin-quit,exec" set:"reload_lease_default=, else certdrift"`
 
 	state *reloadState `kong:"-"`
-}
-
-// defaultLeaseNamespace is where `audit --reload` keeps its records outside a pod: the namespace
-// the kustomize base installs certdrift into, and the one docs/operate.md installs the chart in.
-const defaultLeaseNamespace = "certdrift"
-
-// leaseNamespace is the flag's value, else $POD_NAMESPACE (an audit run as a Job), else certdrift.
-func (r *reloadFlags) leaseNamespace() string {
-	if r.ReloadLeaseNamespace != "" {
-		return r.ReloadLeaseNamespace
-	}
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	return defaultLeaseNamespace
 }
 
 // reloadState is what the audit gathered, for planning and for the post-check.
@@ -78,16 +56,10 @@ func (r *reloadFlags) validate() error {
 	switch {
 	case r.Yes && !r.Reload:
 		return errors.New("--yes needs --reload")
-	case r.ReloadBudget < 0:
-		return fmt.Errorf("--reload-budget %d: must not be negative", r.ReloadBudget)
-	case r.ReloadCooldown < 0 || r.ReloadTimeout <= 0 || r.ReloadRefusalWait < 0 || r.ReloadDrainWait < 0:
-		return errors.New("--reload-cooldown, --reload-refusal-wait and --reload-drain-wait must not be negative, --reload-timeout must be positive")
-	case r.ReloadStrategy == "exec" && strings.TrimSpace(r.ReloadExec) == "":
+	case r.Repair.Strategy == string(remediate.Exec) && strings.TrimSpace(r.ReloadExec) == "":
 		return errors.New("--reload-strategy exec needs --reload-exec")
-	case r.ReloadLeaseNamespace != "" && len(validation.IsDNS1123Label(r.ReloadLeaseNamespace)) > 0:
-		return fmt.Errorf("--reload-lease-namespace %q: not a namespace name", r.ReloadLeaseNamespace)
 	}
-	return nil
+	return r.Repair.Validate(remediate.CommandAudit)
 }
 
 // reload is the audit's hook: with --reload, plan from the judged report, and act with --yes.
@@ -148,19 +120,18 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 	}
 	st := r.state
 	kubeMode := st.rc != nil
-	opt := remediate.Options{Kubernetes: kubeMode, Strategy: remediate.Strategy(r.ReloadStrategy),
-		Budget: r.ReloadBudget, Cooldown: r.ReloadCooldown, Now: time.Now()}
-	exe := &remediate.Executor{Log: log, Timeout: r.ReloadTimeout, RefusalWait: r.ReloadRefusalWait,
-		DrainWait: r.ReloadDrainWait, Command: strings.Fields(r.ReloadExec),
+	opt := r.Repair.Options(kubeMode, time.Now())
+	exe := &remediate.Executor{Log: log, Command: strings.Fields(r.ReloadExec),
 		// Counted like serve --remediate does; a one-shot audit has no /metrics to expose them on.
 		Metrics: newRepairMetrics()}
+	r.Repair.Configure(exe)
 	in := st.in
 	if kubeMode {
 		client, err := kubeapi.NewForConfig(st.rc)
 		if err != nil {
 			return noRun(fmt.Errorf("reload: kubernetes client: %w", err))
 		}
-		exe.Client, exe.LeaseNamespace = client, r.leaseNamespace()
+		exe.Client = client
 		if in, err = remediate.PrepareKube(ctx, client, exe.LeaseNamespace, report, st.in, &opt); err != nil {
 			return noRun(fmt.Errorf("reload: %w", err))
 		}

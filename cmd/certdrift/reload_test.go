@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/remediate"
 )
 
 // TestReloadLeaseNamespace: audit --reload keeps its records where serve --remediate does:
@@ -32,7 +33,7 @@ func TestReloadLeaseNamespace(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv("POD_NAMESPACE", tc.podNS)
-			r := reloadFlags{Reload: true, ReloadBudget: 1, ReloadTimeout: time.Minute, ReloadLeaseNamespace: tc.flag}
+			r := reloadFlags{Reload: true, Repair: remediate.Policy{Budget: 1, Timeout: time.Minute, LeaseNamespace: tc.flag}}
 			err := r.validate()
 			switch {
 			case tc.wantErr != "":
@@ -41,8 +42,8 @@ func TestReloadLeaseNamespace(t *testing.T) {
 				}
 			case err != nil:
 				t.Errorf("%s: validate() = %v", tc.reason, err)
-			case r.leaseNamespace() != tc.want:
-				t.Errorf("%s: lease namespace %q, want %q", tc.reason, r.leaseNamespace(), tc.want)
+			case r.Repair.LeaseNamespace != tc.want:
+				t.Errorf("%s: lease namespace %q, want %q", tc.reason, r.Repair.LeaseNamespace, tc.want)
 			}
 		})
 	}
@@ -80,5 +81,75 @@ func TestKubeReloadKeepsConfigPolicy(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, st.policy); diff != "" {
 		t.Errorf("the repair's policy is not the audit's (--config, then --grace): -want +got:\n%s", diff)
+	}
+}
+
+// TestRepairFlags: audit --reload and serve --remediate share one repair policy under one flag
+// prefix (--reload-*, CERTDRIFT_RELOAD_*), with each command's defaults; serve's former
+// --remediate-* names and CERTDRIFT_REMEDIATE_* variables still set the same fields.
+func TestRepairFlags(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		args   []string
+		env    map[string]string
+		want   func(*cli) remediate.Policy
+	}{
+		"AuditDefaults": {reason: "audit: 5 actions per run", args: []string{"audit", "--config", "x.yaml"},
+			want: func(c *cli) remediate.Policy { return c.Audit.Repair }},
+		"ServeDefaults": {reason: "serve: 1 action per round", args: []string{"serve", "--config", "x.yaml"},
+			want: func(c *cli) remediate.Policy { return c.Serve.Repair }},
+		"ServeNewNames": {reason: "serve takes the shared names",
+			args: []string{"serve", "--config", "x.yaml", "--reload-budget", "3", "--reload-cooldown", "1m", "--reload-strategy", "admin-quit",
+				"--reload-timeout", "2m", "--reload-refusal-wait", "4s", "--reload-drain-wait", "6s", "--reload-lease-namespace", "ops"},
+			want: func(c *cli) remediate.Policy { return c.Serve.Repair }},
+		"ServeOldNames": {reason: "the former serve flags still work",
+			args: []string{"serve", "--config", "x.yaml", "--remediate-budget", "3", "--remediate-cooldown", "1m", "--remediate-strategy", "admin-quit",
+				"--remediate-timeout", "2m", "--remediate-refusal-wait", "4s", "--remediate-drain-wait", "6s", "--remediate-lease-namespace", "ops"},
+			want: func(c *cli) remediate.Policy { return c.Serve.Repair }},
+		"ServeOldEnv": {reason: "the former serve variables still work", args: []string{"serve", "--config", "x.yaml"},
+			env: map[string]string{"CERTDRIFT_REMEDIATE_BUDGET": "3", "CERTDRIFT_REMEDIATE_COOLDOWN": "1m", "CERTDRIFT_REMEDIATE_STRATEGY": "admin-quit",
+				"CERTDRIFT_REMEDIATE_TIMEOUT": "2m", "CERTDRIFT_REMEDIATE_REFUSAL_WAIT": "4s", "CERTDRIFT_REMEDIATE_DRAIN_WAIT": "6s",
+				"CERTDRIFT_REMEDIATE_LEASE_NAMESPACE": "ops"},
+			want: func(c *cli) remediate.Policy { return c.Serve.Repair }},
+		"AuditEnv": {reason: "audit reads CERTDRIFT_RELOAD_*", args: []string{"audit", "--config", "x.yaml"},
+			env: map[string]string{"CERTDRIFT_RELOAD_BUDGET": "3", "CERTDRIFT_RELOAD_COOLDOWN": "1m", "CERTDRIFT_RELOAD_STRATEGY": "admin-quit",
+				"CERTDRIFT_RELOAD_TIMEOUT": "2m", "CERTDRIFT_RELOAD_REFUSAL_WAIT": "4s", "CERTDRIFT_RELOAD_DRAIN_WAIT": "6s",
+				"CERTDRIFT_RELOAD_LEASE_NAMESPACE": "ops"},
+			want: func(c *cli) remediate.Policy { return c.Audit.Repair }},
+	}
+	set := remediate.Policy{Strategy: "admin-quit", Budget: 3, Cooldown: time.Minute, Timeout: 2 * time.Minute,
+		RefusalWait: 4 * time.Second, DrainWait: 6 * time.Second, LeaseNamespace: "ops"}
+	wants := map[string]remediate.Policy{
+		"AuditDefaults": {Budget: 5, Cooldown: 10 * time.Minute, Timeout: 3 * time.Minute, RefusalWait: 30 * time.Second, DrainWait: 5 * time.Second, LeaseNamespace: "certdrift"},
+		"ServeDefaults": {Budget: 1, Cooldown: 10 * time.Minute, Timeout: 3 * time.Minute, RefusalWait: 30 * time.Second, DrainWait: 5 * time.Second},
+		"ServeNewNames": set, "ServeOldNames": set, "ServeOldEnv": set, "AuditEnv": set,
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var c cli
+			parser, err := kong.New(&c, kong.Name("certdrift"), kong.Exit(func(int) { t.Fatal("kong exited") }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := parser.Parse(tc.args); err != nil {
+				t.Fatalf("%s: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(wants[name], tc.want(&c)); diff != "" {
+				t.Errorf("%s: policy -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+	// serve has no exec strategy: a local command is for Envoys outside Kubernetes.
+	var c cli
+	parser, err := kong.New(&c, kong.Name("certdrift"), kong.Exit(func(int) { t.Fatal("kong exited") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parser.Parse([]string{"serve", "--config", "x.yaml", "--reload-strategy", "exec"}); err == nil {
+		t.Error("serve accepted --reload-strategy exec")
 	}
 }

@@ -20,20 +20,17 @@ import (
 )
 
 // remediateFlags are `certdrift serve --remediate`: `audit --reload --yes` after every complete
-// round of the exporter, by the one replica that holds the election Lease. Off by default.
+// round of the exporter, by the one replica that holds the election Lease. Off by default. The
+// repair policy is audit's (--reload-*); the flags here are the election's.
 type remediateFlags struct {
-	Remediate               bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
-	RemediateDryRun         bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
-	RemediateLeaseName      string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on."`
-	RemediateLeaseNamespace string        `name:"remediate-lease-namespace" env:"CERTDRIFT_REMEDIATE_LEASE_NAMESPACE" help:"certdrift's own namespace, where the election Lease and every workload's reload record Lease live; the same namespace as audit --reload-lease-namespace (default: $POD_NAMESPACE)."`
-	RemediateIdentity       string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
-	RemediateStrategy       string        `name:"remediate-strategy" default:"" enum:",evict,rollout-restart,admin-quit" env:"CERTDRIFT_REMEDIATE_STRATEGY" help:"Strategy for pods without a certdrift.dev/reload-strategy annotation (default: evict; rollout-restart for STALE_PROCESS)."`
-	RemediateBudget         int           `name:"remediate-budget" default:"1" env:"CERTDRIFT_REMEDIATE_BUDGET" help:"Most reload actions per round."`
-	RemediateCooldown       time.Duration `name:"remediate-cooldown" default:"10m" env:"CERTDRIFT_REMEDIATE_COOLDOWN" help:"Least time between two reload rounds of one workload (a Lease per workload)."`
-	RemediateTimeout        time.Duration `name:"remediate-timeout" default:"3m" env:"CERTDRIFT_REMEDIATE_TIMEOUT" help:"Deadline of one action: eviction or restart, wait for the replacement, post-check."`
-	RemediateRefusalWait    time.Duration `name:"remediate-refusal-wait" default:"30s" env:"CERTDRIFT_REMEDIATE_REFUSAL_WAIT" help:"How long a refused eviction is retried before it counts as refused."`
-	RemediateDrainWait      time.Duration `name:"remediate-drain-wait" default:"5s" env:"CERTDRIFT_REMEDIATE_DRAIN_WAIT" help:"admin-quit: pause between /drain_listeners?graceful and /quitquitquit."`
-	RemediateLeaseDuration  time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
+	Remediate              bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
+	RemediateDryRun        bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
+	RemediateLeaseName     string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on, in --reload-lease-namespace."`
+	RemediateIdentity      string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
+	RemediateLeaseDuration time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
+	// The repair policy, shared with audit --reload (remediate.Policy). Its flags were
+	// --remediate-strategy, --remediate-budget, … here; those names still work (hidden).
+	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=1" set:"reload_per=round" set:"reload_strategies=,evict,rollout-restart,admin-quit" set:"reload_lease_default="`
 }
 
 func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
@@ -43,29 +40,18 @@ func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
 		}
 		return nil
 	}
-	if f.RemediateLeaseNamespace == "" {
-		f.RemediateLeaseNamespace = os.Getenv("POD_NAMESPACE")
-	}
 	switch {
 	case !kubeMode:
 		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
 	case totalShards > 1:
 		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
 		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
-	case f.RemediateLeaseNamespace == "":
-		return errors.New("--remediate needs --remediate-lease-namespace (or POD_NAMESPACE) for its election and reload record Leases")
 	case f.RemediateLeaseName == "":
 		return errors.New("--remediate-lease-name must not be empty")
-	case f.RemediateBudget < 0:
-		return fmt.Errorf("--remediate-budget %d: must not be negative", f.RemediateBudget)
-	case f.RemediateCooldown < 0 || f.RemediateRefusalWait < 0 || f.RemediateDrainWait < 0:
-		return errors.New("--remediate-cooldown, --remediate-refusal-wait and --remediate-drain-wait must not be negative")
-	case f.RemediateTimeout <= 0:
-		return fmt.Errorf("--remediate-timeout %s: must be positive", f.RemediateTimeout)
 	case f.RemediateLeaseDuration < 2*time.Second:
 		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", f.RemediateLeaseDuration)
 	}
-	return nil
+	return f.Repair.Validate(remediate.CommandServe)
 }
 
 // remediator is the exporter's repair: rounds go to remediate.Continuous, which runs act in the
@@ -112,13 +98,13 @@ func (x *exporter) newRemediator() (*remediator, error) {
 	}
 	lease := f.RemediateLeaseDuration
 	r.cont = &remediate.Continuous{
-		Lease: remediate.LeaseConfig{Client: client, Namespace: f.RemediateLeaseNamespace, Name: f.RemediateLeaseName,
+		Lease: remediate.LeaseConfig{Client: client, Namespace: f.Repair.LeaseNamespace, Name: f.RemediateLeaseName,
 			Identity: id, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 7},
 		Act: r.act,
 		Log: r.log,
 	}
-	r.log.Info("remediate enabled", "lease", f.RemediateLeaseNamespace+"/"+f.RemediateLeaseName, "identity", id,
-		"dry_run", f.RemediateDryRun, "budget", f.RemediateBudget, "cooldown", f.RemediateCooldown.String())
+	r.log.Info("remediate enabled", "lease", f.Repair.LeaseNamespace+"/"+f.RemediateLeaseName, "identity", id,
+		"dry_run", f.RemediateDryRun, "budget", f.Repair.Budget, "cooldown", f.Repair.Cooldown.String())
 	return r, nil
 }
 
@@ -183,7 +169,7 @@ func (r *remediator) offer(round exposition.Round) {
 // healthy ones once per cooldown).
 func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep audit.Report) {
 	now := map[remediate.Workload]bool{}
-	all := time.Since(r.sweptAt) >= max(r.f.RemediateCooldown, time.Minute)
+	all := time.Since(r.sweptAt) >= max(r.f.Repair.Cooldown, time.Minute)
 	if all {
 		r.sweptAt = time.Now()
 	}
@@ -204,15 +190,14 @@ func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep a
 // through the exporter's own session.
 func (r *remediator) act(ctx context.Context, w remediate.Work) {
 	f := r.f
-	opt := remediate.Options{Kubernetes: true, Strategy: remediate.Strategy(f.RemediateStrategy),
-		Budget: f.RemediateBudget, Cooldown: f.RemediateCooldown, Now: time.Now()}
-	in, err := remediate.PrepareKube(ctx, r.client, f.RemediateLeaseNamespace, w.Report, w.Inputs, &opt)
+	opt := f.Repair.Options(true, time.Now())
+	in, err := remediate.PrepareKube(ctx, r.client, f.Repair.LeaseNamespace, w.Report, w.Inputs, &opt)
 	if err != nil {
 		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
 		return
 	}
-	exe := &remediate.Executor{Client: r.client, LeaseNamespace: f.RemediateLeaseNamespace, Log: r.log, Timeout: f.RemediateTimeout, RefusalWait: f.RemediateRefusalWait,
-		DrainWait: f.RemediateDrainWait, Metrics: r.metrics}
+	exe := &remediate.Executor{Client: r.client, Log: r.log, Metrics: r.metrics}
+	f.Repair.Configure(exe)
 	if !f.RemediateDryRun {
 		exe.Verify = remediate.NewVerifier(r.x.kube.observe, r.x.policy(), time.Now)
 		exe.OpenAdmin = r.x.kube.openAdmin
