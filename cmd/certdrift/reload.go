@@ -35,6 +35,7 @@ type reloadFlags struct {
 	// The repair policy, shared with serve --remediate (remediate.Policy): --reload-strategy,
 	// --reload-budget, --reload-cooldown, --reload-timeout, --reload-refusal-wait,
 	// --reload-drain-wait, --reload-lease-namespace.
+	//lint:ignore SA5008 kong reads every set: entry of a tag (one kong variable each), not only the first
 	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=5" set:"reload_per=run" set:"reload_strategies=,evict,rollout-restart,admin-quit,exec" set:"reload_lease_default=, else certdrift"`
 
 	state *reloadState `kong:"-"`

@@ -30,6 +30,7 @@ type remediateFlags struct {
 	RemediateLeaseDuration time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
 	// The repair policy, shared with audit --reload (remediate.Policy). Its flags were
 	// --remediate-strategy, --remediate-budget, … here; those names still work (hidden).
+	//lint:ignore SA5008 kong reads every set: entry of a tag (one kong variable each), not only the first
 	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=1" set:"reload_per=round" set:"reload_strategies=,evict,rollout-restart,admin-quit" set:"reload_lease_default="`
 }
 
