@@ -11,6 +11,7 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/certdrift/certdrift/kubeapi"
 )
@@ -38,6 +39,38 @@ import (
 //   - A holder stopping cleanly releases the Lease (clears holderIdentity) after its worker has
 //     returned, so another replica takes over at once instead of after LeaseDuration.
 
+// Elector is how Continuous takes part in an election. The Lease elector below is the one
+// certdrift runs; tests of Continuous's gating may substitute another.
+type Elector interface {
+	// Acquire blocks until this replica leads, returning when the winning request was sent
+	// (its leadership's deadline counts from then), or until ctx ends (false).
+	Acquire(ctx context.Context) (time.Time, bool)
+	// Hold keeps the lead taken at acquired until it is lost (the reason) or ctx ends
+	// (ctx.Err()).
+	Hold(ctx context.Context, acquired time.Time) error
+	// Release gives up the lead after a clean stop, so another replica takes over at once.
+	Release(ctx context.Context) error
+}
+
+// leaseElector is the Elector on a coordination.k8s.io Lease, paced by its durations. Every
+// wait and every "how long since" is measured on the elector's clock, so tests step a fake
+// clock instead of sleeping through lease durations.
+type leaseElector struct {
+	e                    *elector
+	retry, renewDeadline time.Duration
+}
+
+func (l *leaseElector) Acquire(ctx context.Context) (time.Time, bool) {
+	// A request may take at most the renew deadline, as while leading.
+	return l.e.acquire(ctx, l.retry, l.renewDeadline)
+}
+
+func (l *leaseElector) Hold(ctx context.Context, acquired time.Time) error {
+	return l.e.hold(ctx, acquired, l.retry, l.renewDeadline)
+}
+
+func (l *leaseElector) Release(ctx context.Context) error { return l.e.release(ctx) }
+
 // elector is one candidate's view of one Lease.
 type elector struct {
 	leases   *kubeapi.Resource[*coordv1.Lease, *coordv1.LeaseList]
@@ -45,7 +78,7 @@ type elector struct {
 	id       string
 	duration time.Duration
 	log      *slog.Logger
-	now      func() time.Time
+	clock    clock.Clock
 
 	// held is the Lease as this candidate last wrote it while holding it: renewing from it saves
 	// a read, and its resourceVersion makes the renew fail if anyone else wrote since.
@@ -59,9 +92,9 @@ type elector struct {
 	observedAt time.Time
 }
 
-func newElector(l LeaseConfig, duration time.Duration, log *slog.Logger) *elector {
+func newElector(l LeaseConfig, duration time.Duration, log *slog.Logger, clk clock.Clock) *elector {
 	return &elector{leases: l.Client.CoordinationV1().Leases(l.Namespace), ns: l.Namespace, name: l.Name,
-		id: l.Identity, duration: duration, log: log, now: time.Now}
+		id: l.Identity, duration: duration, log: log, clock: clk}
 }
 
 func (e *elector) lease() string { return e.ns + "/" + e.name }
@@ -144,7 +177,7 @@ func (e *elector) release(ctx context.Context) error {
 	}
 	l := e.held.DeepCopy()
 	e.held = nil
-	now := metav1.NewMicroTime(e.now())
+	now := metav1.NewMicroTime(e.clock.Now())
 	l.Spec.HolderIdentity = nil
 	l.Spec.RenewTime = &now
 	l.Spec.LeaseDurationSeconds = ptr(int32(1))
@@ -191,7 +224,7 @@ func lapsed(l *coordv1.Lease, observedAt, now time.Time, def time.Duration) bool
 func (e *elector) acquire(ctx context.Context, retry, requestTimeout time.Duration) (time.Time, bool) {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		sent := e.now()
+		sent := e.clock.Now()
 		ok, err := e.tryAcquireOrRenew(rctx, sent)
 		cancel()
 		if ok {
@@ -201,7 +234,7 @@ func (e *elector) acquire(ctx context.Context, retry, requestTimeout time.Durati
 			e.log.Warn("remediate: leader election", "lease", e.lease(), "err", err)
 		}
 		jittered := retry + time.Duration(rand.Int64N(int64(retry/5)+1))
-		if sleepCtx(ctx, jittered) != nil {
+		if sleepClock(ctx, e.clock, jittered) != nil {
 			return time.Time{}, false
 		}
 	}
@@ -213,13 +246,14 @@ func (e *elector) acquire(ctx context.Context, retry, requestTimeout time.Durati
 func (e *elector) hold(ctx context.Context, acquired time.Time, retry, renewDeadline time.Duration) error {
 	lastOK := acquired
 	for {
-		if err := sleepCtx(ctx, retry); err != nil {
+		if err := sleepClock(ctx, e.clock, retry); err != nil {
 			return err
 		}
-		// The request may not outlive the leadership it would extend.
+		// The request may not outlive the leadership it would extend (measured on e.clock, so a
+		// timeout rather than a wall-clock deadline).
 		deadline := lastOK.Add(renewDeadline)
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		sent := e.now()
+		rctx, cancel := context.WithTimeout(ctx, deadline.Sub(e.clock.Now()))
+		sent := e.clock.Now()
 		ok, err := e.tryAcquireOrRenew(rctx, sent)
 		cancel()
 		if ctx.Err() != nil {
@@ -235,7 +269,7 @@ func (e *elector) hold(ctx context.Context, acquired time.Time, retry, renewDead
 		if err == nil && e.held == nil {
 			return errLeaseTaken
 		}
-		if !e.now().Before(deadline) {
+		if !e.clock.Now().Before(deadline) {
 			return fmt.Errorf("no renew of lease %s succeeded within %s: %w", e.lease(), renewDeadline, err)
 		}
 	}
@@ -252,3 +286,15 @@ func deref[T any](p *T) T {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sleepClock waits d on clk, or until ctx ends.
+func sleepClock(ctx context.Context, clk clock.Clock, d time.Duration) error {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}

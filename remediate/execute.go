@@ -244,13 +244,13 @@ func (e *Executor) finish(ctx context.Context, a Action, r Result, warning strin
 	t := a.Target
 	if warning != "" {
 		msg := fmt.Sprintf("certdrift's %s of %s was not verified (%s): %s", a.Strategy, actionTarget(a), r.Reason, r.Detail)
-		if t.Workload != "" {
-			msg += "; no further reloads of " + t.Workload + " until all its replicas are Ready and serve the desired certificate, or " +
-				ClearHint(e.LeaseNamespace, t.Namespace, t.Workload)
+		if !t.Workload.IsZero() {
+			msg += "; no further reloads of " + t.Workload.Ref() + " until all its replicas are Ready and serve the desired certificate, or " +
+				ClearHint(e.LeaseNamespace, t.Workload)
 		}
 		e.warnEvent(ctx, a, warning, msg)
 	}
-	if e.Client == nil || t.Workload == "" {
+	if e.Client == nil || t.Workload.IsZero() {
 		return
 	}
 	rec := Record{State: StateDone, Since: e.Now(), Strategy: a.Strategy, Target: actionTarget(a), Detail: r.Detail}
@@ -260,7 +260,7 @@ func (e *Executor) finish(ctx context.Context, a Action, r Result, warning strin
 	// The action's own deadline may be spent: the record still gets a few seconds.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := writeRecord(wctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload, rec); err != nil {
+	if err := writeRecord(wctx, e.Client, e.LeaseNamespace, t.Workload, rec); err != nil {
 		e.Log.Warn("reload outcome not recorded", "workload", t.WorkloadKey(), "outcome", rec.State, "err", err)
 	}
 }
@@ -269,8 +269,8 @@ func actionTarget(a Action) string {
 	if a.Target.Pod != "" {
 		return a.Target.Namespace + "/" + a.Target.Pod
 	}
-	if a.Target.Workload != "" {
-		return a.Target.Namespace + "/" + a.Target.Workload
+	if !a.Target.Workload.IsZero() {
+		return a.Target.Workload.Namespace + "/" + a.Target.Workload.Ref()
 	}
 	return a.Target.Envoy
 }
@@ -340,7 +340,7 @@ func (e *Executor) rolloutRestart(ctx context.Context, a Action, acted *bool) ([
 		return nil, err
 	}
 	t := a.Target
-	before, err := workloadPods(ctx, e.Client, t.Namespace, t.Workload)
+	before, err := workloadPods(ctx, e.Client, t.Workload)
 	if err != nil {
 		return nil, err
 	}
@@ -348,18 +348,18 @@ func (e *Executor) rolloutRestart(ctx context.Context, a Action, acted *bool) ([
 	for _, p := range before {
 		old[p.UID] = true
 	}
-	gen, err := restartWorkload(ctx, e.Client, t.Namespace, t.Workload, e.Now())
+	gen, err := restartWorkload(ctx, e.Client, t.Workload, e.Now())
 	if err != nil {
 		return nil, err
 	}
 	*acted = true
 	e.record(ctx, a)
-	e.event(ctx, workloadRef(t.Namespace, t.Workload), false, "CertdriftRolloutRestart",
+	e.event(ctx, t.Workload.objectRef(), false, "CertdriftRolloutRestart",
 		fmt.Sprintf("certdrift restarted this workload to reload its certificate: %s", a.Why))
-	if err := waitRollout(ctx, e.Client, t.Namespace, t.Workload, gen); err != nil {
+	if err := waitRollout(ctx, e.Client, t.Workload, gen); err != nil {
 		return nil, err
 	}
-	after, err := workloadPods(ctx, e.Client, t.Namespace, t.Workload)
+	after, err := workloadPods(ctx, e.Client, t.Workload)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +370,7 @@ func (e *Executor) rolloutRestart(ctx context.Context, a Action, acted *bool) ([
 		}
 	}
 	if len(fresh) == 0 {
-		return nil, fmt.Errorf("rollout of %s/%s finished with no new pod", t.Namespace, t.Workload)
+		return nil, fmt.Errorf("rollout of %s finished with no new pod", t.Workload)
 	}
 	return fresh, nil
 }
@@ -419,12 +419,12 @@ func (e *Executor) adminQuit(ctx context.Context, a Action, acted *bool) ([]stri
 // says so, and the Ready-replica check before the next action does not depend on it.
 func (e *Executor) record(ctx context.Context, a Action) {
 	t := a.Target
-	if e.Client == nil || t.Workload == "" {
+	if e.Client == nil || t.Workload.IsZero() {
 		return
 	}
 	now := e.Now()
 	rec := Record{At: now, State: StateActing, Since: now, Strategy: a.Strategy, Target: actionTarget(a)}
-	if err := writeRecord(ctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload, rec); err != nil {
+	if err := writeRecord(ctx, e.Client, e.LeaseNamespace, t.Workload, rec); err != nil {
 		e.Log.Warn("reload cooldown not recorded", "workload", t.WorkloadKey(), "err", err)
 	}
 }
@@ -439,11 +439,11 @@ func (e *Executor) event(ctx context.Context, ref corev1.ObjectReference, warnin
 }
 
 func (e *Executor) warnEvent(ctx context.Context, a Action, reason, msg string) {
-	if a.Target.Pod == "" && a.Target.Workload == "" {
+	if a.Target.Pod == "" && a.Target.Workload.IsZero() {
 		return
 	}
-	ref := workloadRef(a.Target.Namespace, a.Target.Workload)
-	if a.Target.Workload == "" {
+	ref := a.Target.Workload.objectRef()
+	if a.Target.Workload.IsZero() {
 		ref = corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: a.Target.Namespace, Name: a.Target.Pod}
 	}
 	// The action's own context may be spent: the event still gets a few seconds.

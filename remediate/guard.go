@@ -44,15 +44,15 @@ func checkReplicas(workload string, r Replicas) (string, string) {
 
 // checkRecord is the pure part of the check on the workload's last action: a failed one
 // blocks; one still acting (another run or replica, within its deadline) makes this one wait.
-func checkRecord(leaseNS, namespace, workload string, rec Record, now time.Time, timeout time.Duration) (string, string) {
+func checkRecord(leaseNS string, w Workload, rec Record, now time.Time, timeout time.Duration) (string, string) {
 	switch {
 	case rec.Blocking():
-		return SkipBlocked, fmt.Sprintf("%s/%s is blocked: %s %s at %s ended %s (%s)%s; certdrift will not act on it again until all its replicas are Ready and serve the desired certificate, or a person clears it: %s",
-			namespace, workload, rec.Strategy, rec.Target, rec.Since.UTC().Format(time.RFC3339), rec.State, rec.Reason,
-			detailSuffix(rec.Detail), ClearHint(leaseNS, namespace, workload))
+		return SkipBlocked, fmt.Sprintf("%s is blocked: %s %s at %s ended %s (%s)%s; certdrift will not act on it again until all its replicas are Ready and serve the desired certificate, or a person clears it: %s",
+			w, rec.Strategy, rec.Target, rec.Since.UTC().Format(time.RFC3339), rec.State, rec.Reason,
+			detailSuffix(rec.Detail), ClearHint(leaseNS, w))
 	case rec.State == StateActing && now.Sub(rec.Since) < timeout:
-		return SkipReplacementNotReady, fmt.Sprintf("%s/%s: %s %s began at %s and its replacement is not verified yet",
-			namespace, workload, rec.Strategy, rec.Target, rec.Since.UTC().Format(time.RFC3339))
+		return SkipReplacementNotReady, fmt.Sprintf("%s: %s %s began at %s and its replacement is not verified yet",
+			w, rec.Strategy, rec.Target, rec.Since.UTC().Format(time.RFC3339))
 	}
 	return "", ""
 }
@@ -71,7 +71,7 @@ func detailSuffix(d string) string {
 // reason of a block (for the metric).
 func (e *Executor) preflight(ctx context.Context, a Action, dryRun bool) (skip, why, reason string) {
 	t := a.Target
-	if e.Client == nil || t.Workload == "" {
+	if e.Client == nil || t.Workload.IsZero() {
 		return "", "", ""
 	}
 	if !dryRun {
@@ -79,7 +79,7 @@ func (e *Executor) preflight(ctx context.Context, a Action, dryRun bool) (skip, 
 			return SkipCannotCheck, fmt.Sprintf("not acting on %s: its cooldown and outcome could not be recorded: %v", t.WorkloadKey(), err), ""
 		}
 	}
-	rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload)
+	rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, t.Workload)
 	if err != nil && !apierrors.IsForbidden(err) {
 		return SkipCannotCheck, fmt.Sprintf("cannot read what became of the last action on %s: %v", t.WorkloadKey(), err), ""
 	}
@@ -87,7 +87,7 @@ func (e *Executor) preflight(ctx context.Context, a Action, dryRun bool) (skip, 
 		rec = e.resolveActing(ctx, a, rec, dryRun)
 	}
 	if ok {
-		if skip, why := checkRecord(e.LeaseNamespace, t.Namespace, t.Workload, rec, e.Now(), e.Timeout); skip != "" {
+		if skip, why := checkRecord(e.LeaseNamespace, t.Workload, rec, e.Now(), e.Timeout); skip != "" {
 			return skip, why, rec.Reason
 		}
 	}
@@ -111,14 +111,14 @@ func (e *Executor) leaseNamespaceOK(ctx context.Context) error {
 // read: the preflight of an action that is not skipped reads it again).
 func (e *Executor) blockedRecord(ctx context.Context, a Action) (why, reason string) {
 	t := a.Target
-	if e.Client == nil || t.Workload == "" {
+	if e.Client == nil || t.Workload.IsZero() {
 		return "", ""
 	}
-	rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload)
+	rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, t.Workload)
 	if err != nil || !ok || !rec.Blocking() {
 		return "", ""
 	}
-	_, why = checkRecord(e.LeaseNamespace, t.Namespace, t.Workload, rec, e.Now(), e.Timeout)
+	_, why = checkRecord(e.LeaseNamespace, t.Workload, rec, e.Now(), e.Timeout)
 	return why, rec.Reason
 }
 
@@ -127,7 +127,7 @@ func (e *Executor) blockedRecord(ctx context.Context, a Action) (why, reason str
 // else it is recorded as failed, with a Warning Event and a failed count.
 func (e *Executor) resolveActing(ctx context.Context, a Action, rec Record, dryRun bool) Record {
 	t := a.Target
-	pods, err := workloadPods(ctx, e.Client, t.Namespace, t.Workload)
+	pods, err := workloadPods(ctx, e.Client, t.Workload)
 	var fresh []string
 	notReady := 0
 	if err == nil {
@@ -169,13 +169,13 @@ func (e *Executor) resolveActing(ctx context.Context, a Action, rec Record, dryR
 	}
 	next := rec
 	next.At = time.Time{} // the cooldown still counts from the action
-	if err := writeRecord(ctx, e.Client, e.LeaseNamespace, t.Namespace, t.Workload, next); err != nil {
+	if err := writeRecord(ctx, e.Client, e.LeaseNamespace, t.Workload, next); err != nil {
 		e.Log.Warn("reload outcome not recorded", "workload", t.WorkloadKey(), "err", err)
 	}
 	if rec.State == StateFailed {
 		e.warnEvent(ctx, Action{Target: Target{Namespace: t.Namespace, Workload: t.Workload}}, "CertdriftReloadUnverified",
 			fmt.Sprintf("certdrift's %s of %s at %s was not verified: %s; no further reloads of this workload until it is healthy or %s",
-				rec.Strategy, rec.Target, rec.At.UTC().Format(time.RFC3339), rec.Detail, ClearHint(e.LeaseNamespace, t.Namespace, t.Workload)))
+				rec.Strategy, rec.Target, rec.At.UTC().Format(time.RFC3339), rec.Detail, ClearHint(e.LeaseNamespace, t.Workload)))
 		if e.Metrics != nil {
 			e.Metrics.ReloadAction(string(rec.Strategy), OutcomeFailed, true, now)
 		}
@@ -186,7 +186,7 @@ func (e *Executor) resolveActing(ctx context.Context, a Action, rec Record, dryR
 // readReplicas counts a workload's desired and Ready replicas and what the action takes down.
 func readReplicas(ctx context.Context, c *kubeapi.Client, a Action) (Replicas, error) {
 	t := a.Target
-	pods, err := workloadPods(ctx, c, t.Namespace, t.Workload)
+	pods, err := workloadPods(ctx, c, t.Workload)
 	if err != nil {
 		return Replicas{}, err
 	}
@@ -202,117 +202,116 @@ func readReplicas(ctx context.Context, c *kubeapi.Client, a Action) (Replicas, e
 	if a.Strategy == RolloutRestart {
 		r.TargetReady = true
 	}
-	if r.Desired, err = desiredReplicas(ctx, c, t.Namespace, t.Workload); err != nil {
+	if r.Desired, err = desiredReplicas(ctx, c, t.Workload); err != nil {
 		return Replicas{}, err
 	}
 	return r, nil
 }
 
-func desiredReplicas(ctx context.Context, c *kubeapi.Client, namespace, workload string) (int32, error) {
-	kind, name, _ := strings.Cut(workload, "/")
-	switch kind {
+func desiredReplicas(ctx context.Context, c *kubeapi.Client, w Workload) (int32, error) {
+	namespace, name := w.Namespace, w.Name
+	switch w.Kind {
 	case "Deployment":
 		d, err := c.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return 0, fmt.Errorf("read %s/%s: %w", namespace, workload, err)
+			return 0, fmt.Errorf("read %s: %w", w, err)
 		}
 		return specReplicas(d.Spec.Replicas), nil
 	case "StatefulSet":
 		d, err := c.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return 0, fmt.Errorf("read %s/%s: %w", namespace, workload, err)
+			return 0, fmt.Errorf("read %s: %w", w, err)
 		}
 		return specReplicas(d.Spec.Replicas), nil
 	case "DaemonSet":
 		d, err := c.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return 0, fmt.Errorf("read %s/%s: %w", namespace, workload, err)
+			return 0, fmt.Errorf("read %s: %w", w, err)
 		}
 		return d.Status.DesiredNumberScheduled, nil
 	case "ReplicaSet":
 		d, err := c.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return 0, fmt.Errorf("read %s/%s: %w", namespace, workload, err)
+			return 0, fmt.Errorf("read %s: %w", w, err)
 		}
 		return specReplicas(d.Spec.Replicas), nil
 	}
-	return 0, fmt.Errorf("%s/%s: not a Deployment, StatefulSet, DaemonSet or ReplicaSet", namespace, workload)
+	return 0, fmt.Errorf("%s: not a Deployment, StatefulSet, DaemonSet or ReplicaSet", w)
 }
 
-// HealthyWorkloads are the workloads ("namespace/Kind/name") the report shows wholly converged:
-// every binding of their pods converged, and no finding about them or their pods. Only these
-// can lift a block (RecoverBlocked also checks that all desired replicas are Ready).
-func HealthyWorkloads(r audit.Report) []string {
-	healthy := map[string]bool{}
-	envoyKey := map[string]string{}
+// HealthyWorkloads are the workloads the report shows wholly converged: every binding of their
+// pods converged, and no finding about them or their pods. Only these can lift a block
+// (RecoverBlocked also checks that all desired replicas are Ready).
+func HealthyWorkloads(r audit.Report) []Workload {
+	healthy := map[Workload]bool{}
+	var order []Workload
+	envoyWorkload := map[string]Workload{}
 	for _, b := range r.Bindings {
 		if b.Workload == "" {
 			continue
 		}
 		ns, _, _ := strings.Cut(b.Envoy, "/")
-		k := ns + "/" + b.Workload
-		envoyKey[b.Envoy] = k
-		if _, seen := healthy[k]; !seen {
-			healthy[k] = true
+		w := ParseWorkload(ns, b.Workload)
+		envoyWorkload[b.Envoy] = w
+		if _, seen := healthy[w]; !seen {
+			healthy[w] = true
+			order = append(order, w)
 		}
 		if b.State != audit.StateConverged {
-			healthy[k] = false
+			healthy[w] = false
 		}
 	}
 	for _, f := range r.Findings {
-		if k, ok := envoyKey[f.Subject.Envoy]; ok {
-			healthy[k] = false
+		if w, ok := envoyWorkload[f.Subject.Envoy]; ok {
+			healthy[w] = false
 		}
 		if f.Subject.Workload != "" {
-			for k := range healthy {
-				if strings.HasSuffix(k, "/"+f.Subject.Workload) {
-					healthy[k] = false
+			// A finding about a workload names it "Kind/name", or "namespace/Kind/name".
+			for w := range healthy {
+				if strings.HasSuffix(w.String(), "/"+f.Subject.Workload) {
+					healthy[w] = false
 				}
 			}
 		}
 	}
-	var out []string
-	for k, ok := range healthy {
-		if ok {
-			out = append(out, k)
+	var out []Workload
+	for _, w := range order {
+		if healthy[w] {
+			out = append(out, w)
 		}
 	}
 	return out
 }
 
-// RecoverBlocked lifts the block of each workload (keys "namespace/Kind/name", see
-// HealthyWorkloads) whose Lease records a failed action and whose desired replicas are all
-// Ready now. It returns the workloads it unblocked.
-func (e *Executor) RecoverBlocked(ctx context.Context, keys []string) []string {
+// RecoverBlocked lifts the block of each workload (see HealthyWorkloads) whose Lease records a
+// failed action and whose desired replicas are all Ready now. It returns the workloads it
+// unblocked.
+func (e *Executor) RecoverBlocked(ctx context.Context, workloads []Workload) []Workload {
 	if e.Client == nil {
 		return nil
 	}
 	if e.Now == nil {
 		e.Now = time.Now
 	}
-	var out []string
-	for _, k := range keys {
-		ns, workload, ok := strings.Cut(k, "/")
-		if !ok {
-			continue
-		}
-		rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, ns, workload)
+	var out []Workload
+	for _, w := range workloads {
+		rec, ok, err := ReadRecord(ctx, e.Client, e.LeaseNamespace, w)
 		if err != nil || !ok || !rec.Blocking() {
 			continue
 		}
-		r, err := readReplicas(ctx, e.Client, Action{Strategy: Evict, Target: Target{Namespace: ns, Workload: workload}})
+		r, err := readReplicas(ctx, e.Client, Action{Strategy: Evict, Target: Target{Namespace: w.Namespace, Workload: w}})
 		if err != nil || r.Ready < r.Desired {
 			continue
 		}
 		next := Record{State: StateRecovered, Since: e.Now(), Strategy: rec.Strategy, Target: rec.Target,
 			Detail: fmt.Sprintf("all %d replicas Ready and serving the desired certificate after %s (%s)", r.Desired, rec.State, rec.Reason)}
-		if err := writeRecord(ctx, e.Client, e.LeaseNamespace, ns, workload, next); err != nil {
-			e.logger().Warn("reload block not lifted", "workload", k, "err", err)
+		if err := writeRecord(ctx, e.Client, e.LeaseNamespace, w, next); err != nil {
+			e.logger().Warn("reload block not lifted", "workload", w.String(), "err", err)
 			continue
 		}
-		e.logger().Info("reload block lifted: workload healthy again", "workload", k, "was", rec.Reason)
-		e.event(ctx, workloadRef(ns, workload), false, "CertdriftReloadRecovered", next.Detail)
-		out = append(out, k)
+		e.logger().Info("reload block lifted: workload healthy again", "workload", w.String(), "was", rec.Reason)
+		e.event(ctx, w.objectRef(), false, "CertdriftReloadRecovered", next.Detail)
+		out = append(out, w)
 	}
 	return out
 }

@@ -32,7 +32,7 @@ func webDeployment(ctx context.Context, t *testing.T, c *kubeapi.Client, ns stri
 		t.Fatalf("create Deployment/web: %v", err)
 	}
 	for {
-		pods, err := workloadPods(ctx, c, ns, "Deployment/web")
+		pods, err := workloadPods(ctx, c, Workload{Namespace: ns, Kind: "Deployment", Name: "web"})
 		if err == nil && int32(len(pods)) == n {
 			return pods
 		}
@@ -101,7 +101,7 @@ func TestPreflightOnControlPlane(t *testing.T) {
 			return "serves the desired leaf", verifyErr
 		}}
 	target := pods[0].Name
-	a := Action{Strategy: Evict, Target: Target{Envoy: ns + "/" + target, Namespace: ns, Pod: target, Workload: "Deployment/web"}}
+	a := Action{Strategy: Evict, Target: Target{Envoy: ns + "/" + target, Namespace: ns, Pod: target, Workload: Workload{Namespace: ns, Kind: "Deployment", Name: "web"}}}
 	step := func(what string, dryRun bool, wantSkip, wantReason string) {
 		t.Helper()
 		skip, why, reason := e.preflight(ctx, a, dryRun)
@@ -111,13 +111,13 @@ func TestPreflightOnControlPlane(t *testing.T) {
 	}
 	record := func(r Record) {
 		t.Helper()
-		if err := writeRecord(ctx, c, leaseNS, ns, "Deployment/web", r); err != nil {
+		if err := writeRecord(ctx, c, leaseNS, Workload{Namespace: ns, Kind: "Deployment", Name: "web"}, r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	state := func() Record {
 		t.Helper()
-		r, ok, err := ReadRecord(ctx, c, leaseNS, ns, "Deployment/web")
+		r, ok, err := ReadRecord(ctx, c, leaseNS, Workload{Namespace: ns, Kind: "Deployment", Name: "web"})
 		if err != nil || !ok {
 			t.Fatalf("read record: ok %v, %v", ok, err)
 		}
@@ -168,11 +168,12 @@ func TestPreflightOnControlPlane(t *testing.T) {
 	step("blocked stays blocked, however healthy the pods look, until lifted", false, SkipBlocked, ReasonUnverified)
 
 	setReady(ctx, t, c, ns, pods[1].Name, false)
-	if got := e.RecoverBlocked(ctx, []string{ns + "/Deployment/web"}); len(got) != 0 {
+	web := Workload{Namespace: ns, Kind: "Deployment", Name: "web"}
+	if got := e.RecoverBlocked(ctx, []Workload{web}); len(got) != 0 {
 		t.Errorf("lifted %v with a replica not Ready", got)
 	}
 	setReady(ctx, t, c, ns, pods[1].Name, true)
-	if got := e.RecoverBlocked(ctx, []string{ns + "/Deployment/web"}); !slices.Equal(got, []string{ns + "/Deployment/web"}) {
+	if got := e.RecoverBlocked(ctx, []Workload{web}); !slices.Equal(got, []Workload{web}) {
 		t.Errorf("lifted %v, want Deployment/web once all 3 replicas are Ready", got)
 	}
 	if r := state(); r.State != StateRecovered {

@@ -1,7 +1,6 @@
 package remediate
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +81,7 @@ func TestCheckRecord(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, why := checkRecord("certdrift", "shop", "Deployment/web", tc.rec, now, 3*time.Minute)
+			got, why := checkRecord("certdrift", ParseWorkload("shop", "Deployment/web"), tc.rec, now, 3*time.Minute)
 			if got != tc.want {
 				t.Errorf("%s: skip %q (%s), want %q", tc.reason, got, why, tc.want)
 			}
@@ -155,8 +154,7 @@ func TestHealthyWorkloads(t *testing.T) {
 		},
 	}
 	got := HealthyWorkloads(rep)
-	slices.Sort(got)
-	if diff := cmp.Diff([]string{"shop/Deployment/web"}, got); diff != "" {
+	if diff := cmp.Diff([]Workload{{Namespace: "shop", Kind: "Deployment", Name: "web"}}, got); diff != "" {
 		t.Errorf("only web is wholly converged with no finding (-want +got):\n%s", diff)
 	}
 }

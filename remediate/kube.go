@@ -115,10 +115,10 @@ func totalRestarts(p *corev1.Pod) int32 {
 	return n
 }
 
-// restartWorkload patches the pod template of namespace/Kind/name as `kubectl rollout restart`
-// does and returns the generation to wait for.
-func restartWorkload(ctx context.Context, c *kubeapi.Client, namespace, workload string, now time.Time) (int64, error) {
-	kind, name, _ := strings.Cut(workload, "/")
+// restartWorkload patches the workload's pod template as `kubectl rollout restart` does and
+// returns the generation to wait for.
+func restartWorkload(ctx context.Context, c *kubeapi.Client, w Workload, now time.Time) (int64, error) {
+	namespace, kind, name := w.Namespace, w.Kind, w.Name
 	patch := fmt.Appendf(nil, `{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartedAtAnnotation, now.Format(time.RFC3339))
 	opts := metav1.PatchOptions{FieldManager: "certdrift"}
 	var gen int64
@@ -143,21 +143,20 @@ func restartWorkload(ctx context.Context, c *kubeapi.Client, namespace, workload
 		}
 		err = e
 	default:
-		return 0, fmt.Errorf("rollout restart of %s/%s: not a Deployment, DaemonSet or StatefulSet", namespace, workload)
+		return 0, fmt.Errorf("rollout restart of %s: not a Deployment, DaemonSet or StatefulSet", w)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("rollout restart of %s/%s: patch pod template: %w", namespace, workload, err)
+		return 0, fmt.Errorf("rollout restart of %s: patch pod template: %w", w, err)
 	}
 	return gen, nil
 }
 
 // waitRollout waits until the workload's controller observed generation gen and every replica
 // is updated and available, the condition `kubectl rollout status` waits for.
-func waitRollout(ctx context.Context, c *kubeapi.Client, namespace, workload string, gen int64) error {
-	kind, name, _ := strings.Cut(workload, "/")
+func waitRollout(ctx context.Context, c *kubeapi.Client, w Workload, gen int64) error {
 	var last string
 	for {
-		done, why, err := rolloutDone(ctx, c, namespace, kind, name, gen)
+		done, why, err := rolloutDone(ctx, c, w, gen)
 		if err != nil {
 			last = err.Error()
 		} else if done {
@@ -166,7 +165,7 @@ func waitRollout(ctx context.Context, c *kubeapi.Client, namespace, workload str
 			last = why
 		}
 		if err := sleepCtx(ctx, pollInterval); err != nil {
-			return fmt.Errorf("wait for the rollout of %s/%s (%s): %w", namespace, workload, last, err)
+			return fmt.Errorf("wait for the rollout of %s (%s): %w", w, last, err)
 		}
 	}
 }
@@ -180,8 +179,9 @@ func specReplicas(r *int32) int32 {
 	return *r
 }
 
-func rolloutDone(ctx context.Context, c *kubeapi.Client, namespace, kind, name string, gen int64) (bool, string, error) {
-	switch kind {
+func rolloutDone(ctx context.Context, c *kubeapi.Client, w Workload, gen int64) (bool, string, error) {
+	namespace, name := w.Namespace, w.Name
+	switch w.Kind {
 	case "Deployment":
 		d, err := c.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -209,16 +209,16 @@ func rolloutDone(ctx context.Context, c *kubeapi.Client, namespace, kind, name s
 		return s.ObservedGeneration >= gen && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.CurrentRevision == s.UpdateRevision,
 			fmt.Sprintf("%d/%d updated, %d ready", s.UpdatedReplicas, want, s.ReadyReplicas), nil
 	}
-	return false, "", fmt.Errorf("%s: not a Deployment, DaemonSet or StatefulSet", kind)
+	return false, "", fmt.Errorf("%s: not a Deployment, DaemonSet or StatefulSet", w.Kind)
 }
 
 // workloadPods lists the pods a workload owns now, through the pods' controllers (a Deployment
 // owns them through ReplicaSets, recognised by the "<deployment>-<hash>" name).
-func workloadPods(ctx context.Context, c *kubeapi.Client, namespace, workload string) ([]corev1.Pod, error) {
-	kind, name, _ := strings.Cut(workload, "/")
-	list, err := c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+func workloadPods(ctx context.Context, c *kubeapi.Client, w Workload) ([]corev1.Pod, error) {
+	kind, name := w.Kind, w.Name
+	list, err := c.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("list pods in %s: %w", namespace, err)
+		return nil, fmt.Errorf("list pods in %s: %w", w.Namespace, err)
 	}
 	var out []corev1.Pod
 	for _, p := range list.Items {
@@ -243,22 +243,19 @@ func workloadPods(ctx context.Context, c *kubeapi.Client, namespace, workload st
 // get/create/update on leases in one namespace, and its renewTime is a timestamp the API server
 // already models.
 
-// LastReloads reads when each workload ("namespace/Kind/name" keys, see Target.WorkloadKey) was
-// last acted on, from the record Leases in leaseNS. A missing Lease is no entry, and so is one
+// lastReloads reads when each workload was last acted on (keyed by Workload.String, as
+// Target.WorkloadKey), from the record Leases in leaseNS. A missing Lease is no entry, and so is one
 // certdrift may not read (an RBAC profile without repair), or no leaseNS at all: a dry run still
 // shows its plan, and acting is then refused before anything is disrupted, with the missing
 // namespace or permission named (CheckLeaseNamespace). Other errors are returned.
-func LastReloads(ctx context.Context, c *kubeapi.Client, leaseNS string, keys []string) (map[string]time.Time, error) {
+func lastReloads(ctx context.Context, c *kubeapi.Client, leaseNS string, workloads []Workload) (map[string]time.Time, error) {
 	out := map[string]time.Time{}
 	if leaseNS == "" {
 		return out, nil
 	}
-	for _, k := range keys {
-		ns, workload, ok := strings.Cut(k, "/")
-		if !ok || !strings.Contains(workload, "/") {
-			continue
-		}
-		name := LeaseName(ns, workload)
+	for _, w := range workloads {
+		k := w.String()
+		name := LeaseName(w)
 		l, err := c.CoordinationV1().Leases(leaseNS).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 			continue
@@ -299,9 +296,4 @@ func event(ctx context.Context, c *kubeapi.Client, ref corev1.ObjectReference, w
 
 func podRef(p *corev1.Pod) corev1.ObjectReference {
 	return corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-}
-
-func workloadRef(namespace, workload string) corev1.ObjectReference {
-	kind, name, _ := strings.Cut(workload, "/")
-	return corev1.ObjectReference{Kind: kind, APIVersion: "apps/v1", Namespace: namespace, Name: name}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/kubeapi"
 )
@@ -50,6 +52,10 @@ type Continuous struct {
 	Lease LeaseConfig
 	Act   ActFunc
 	Log   *slog.Logger
+	// Clock paces the election and dates the actions (the real clock when nil).
+	Clock clock.Clock
+	// Elector, when set, replaces the Lease elector Lease configures (tests of the gating).
+	Elector Elector
 
 	leading atomic.Bool
 	mu      sync.Mutex
@@ -114,20 +120,25 @@ func (l LeaseConfig) durations() (duration, renew, retry time.Duration) {
 // again after losing the Lease (an API server hiccup must not end repair for good). On return
 // the worker has stopped and, if this replica led, the Lease has been released.
 func (c *Continuous) Run(ctx context.Context) error {
-	if err := c.Lease.validate(); err != nil {
-		return err
-	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	c.wake = make(chan struct{}, 1)
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
 	l := c.Lease
 	duration, renew, retry := l.durations()
-	e := newElector(l, duration, c.Log)
+	e := c.Elector
+	if e == nil {
+		if err := l.validate(); err != nil {
+			return err
+		}
+		e = &leaseElector{e: newElector(l, duration, c.Log, c.Clock), retry: retry, renewDeadline: renew}
+	}
+	c.wake = make(chan struct{}, 1)
 	lease := l.Namespace + "/" + l.Name
 	for ctx.Err() == nil {
-		// A request may take at most the renew deadline, as while leading.
-		acquired, ok := e.acquire(ctx, retry, renew)
+		acquired, ok := e.Acquire(ctx)
 		if !ok {
 			break
 		}
@@ -136,7 +147,7 @@ func (c *Continuous) Run(ctx context.Context) error {
 		c.leading.Store(true)
 		done := make(chan struct{})
 		go func() { defer close(done); c.work(lctx) }()
-		err := e.hold(ctx, acquired, retry, renew)
+		err := e.Hold(ctx, acquired)
 		// Stop offering first, then end the action, and only then let the Lease go: another
 		// replica must not act while this one still does.
 		c.leading.Store(false)
@@ -145,7 +156,7 @@ func (c *Continuous) Run(ctx context.Context) error {
 		c.take()
 		if ctx.Err() != nil {
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), renew)
-			if err := e.release(rctx); err != nil {
+			if err := e.Release(rctx); err != nil {
 				c.Log.Warn("remediate: release leadership", "lease", lease, "err", err)
 			}
 			rcancel()
@@ -153,7 +164,7 @@ func (c *Continuous) Run(ctx context.Context) error {
 			break
 		}
 		c.Log.Info("remediate: not leading", "lease", lease, "identity", l.Identity, "reason", err.Error())
-		if err := sleepCtx(ctx, retry); err != nil {
+		if err := sleepClock(ctx, c.Clock, retry); err != nil {
 			break
 		}
 	}
@@ -178,7 +189,7 @@ func (c *Continuous) work(ctx context.Context) {
 			continue
 		}
 		c.Act(ctx, *w)
-		lastEnd = time.Now()
+		lastEnd = c.Clock.Now()
 	}
 }
 

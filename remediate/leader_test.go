@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,8 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/certdrift/certdrift/kubeapi"
 )
@@ -32,14 +33,15 @@ type replica struct {
 	done   chan struct{}
 }
 
-// testLease paces elections fast enough for tests; LeaseDuration−RenewDeadline is the margin
-// between a cut-off leader stepping down and anyone else taking over.
+// testLease paces elections; LeaseDuration−RenewDeadline is the margin between a cut-off leader
+// stepping down and anyone else taking over. The durations pass on a fake clock: they cost no
+// test time.
 func testLease(c *kubeapi.Client, ns, id string) LeaseConfig {
 	return LeaseConfig{Client: c, Namespace: ns, Name: "certdrift-remediate", Identity: id,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 }
 
-func startReplica(t *testing.T, ns, id string) *replica {
+func startReplica(t *testing.T, ns, id string, clk clock.Clock) *replica {
 	t.Helper()
 	tb := controlPlane(t)
 	r := &replica{id: id, done: make(chan struct{}), net: &partition{}}
@@ -47,6 +49,7 @@ func startReplica(t *testing.T, ns, id string) *replica {
 		Lease: testLease(newClient(t, tb, r.net), ns, id),
 		Act:   func(context.Context, Work) { r.acted.Add(1) },
 		Log:   slog.New(slog.DiscardHandler),
+		Clock: clk,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -62,78 +65,84 @@ func startReplica(t *testing.T, ns, id string) *replica {
 
 func (r *replica) stop() { r.cancel(); <-r.done }
 
-// watchLeaders samples every replica's Leading() until stopped and records any moment at which
-// two of them led at once.
-type leaderWatch struct {
-	stopped chan struct{}
-	done    chan struct{}
-	mu      sync.Mutex
-	both    []string
+// fakeTime drives the replicas' shared fake clock. A running replica, when it is not sending a
+// request, waits on exactly one timer of that clock (its retry), so after each step the test
+// waits until all of them wait again: every request a step caused has been answered by the API
+// server before time moves on. Nothing in these tests sleeps for a duration of the election.
+type fakeTime struct {
+	t       *testing.T
+	fc      *clocktesting.FakeClock
+	running int
 }
 
-func watchLeaders(rs []*replica) *leaderWatch {
-	w := &leaderWatch{stopped: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stopped:
-				return
-			case <-tick.C:
-			}
-			var leading []string
-			for _, r := range rs {
-				if r.c.Leading() {
-					leading = append(leading, r.id)
-				}
-			}
-			if len(leading) > 1 {
-				w.mu.Lock()
-				w.both = append(w.both, strings.Join(leading, "+"))
-				w.mu.Unlock()
-			}
+// settle waits until every running replica waits on the clock.
+func (f *fakeTime) settle() {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.fc.Waiters() != f.running {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%d of %d replicas wait on the clock after 10s: a replica is stuck in a request", f.fc.Waiters(), f.running)
 		}
-	}()
-	return w
-}
-
-func (w *leaderWatch) check(t *testing.T) {
-	t.Helper()
-	close(w.stopped)
-	<-w.done
-	if len(w.both) > 0 {
-		t.Errorf("two replicas led at once %d times, e.g. %s", len(w.both), w.both[0])
+		time.Sleep(time.Millisecond)
 	}
 }
 
-// leaderOf waits until exactly one of rs leads and returns it.
-func leaderOf(t *testing.T, rs []*replica, within time.Duration) *replica {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		var leading []*replica
-		for _, r := range rs {
-			if r.c.Leading() {
-				leading = append(leading, r)
-			}
+// until steps the clock by step until cond holds (checked after each settled step), at most for
+// limit of fake time, calling each after every step; it returns the fake time cond first held.
+func (f *fakeTime) until(limit, step time.Duration, cond func() bool, each func()) time.Time {
+	f.t.Helper()
+	for end := f.fc.Now().Add(limit); ; {
+		if cond() {
+			return f.fc.Now()
 		}
-		if len(leading) == 1 {
-			return leading[0]
+		if !f.fc.Now().Before(end) {
+			f.t.Fatalf("condition not reached within %s of fake time", limit)
 		}
-		time.Sleep(10 * time.Millisecond)
+		f.fc.Step(step)
+		f.settle()
+		if each != nil {
+			each()
+		}
 	}
-	t.Fatalf("no single leader among %d replicas within %s", len(rs), within)
-	return nil
 }
 
-// offerFor offers rounds to every replica for d.
-func offerFor(rs []*replica, d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		for _, r := range rs {
-			r.c.Offer(Work{Started: time.Now()})
+// run steps the clock by step for d of fake time, calling each after every settled step.
+func (f *fakeTime) run(d, step time.Duration, each func()) {
+	f.t.Helper()
+	for end := f.fc.Now().Add(d); f.fc.Now().Before(end); {
+		f.fc.Step(step)
+		f.settle()
+		each()
+	}
+}
+
+func leaders(rs []*replica) []*replica {
+	var out []*replica
+	for _, r := range rs {
+		if r.c.Leading() {
+			out = append(out, r)
 		}
+	}
+	return out
+}
+
+// oneLeader fails unless at most one of rs leads: the property the election exists for.
+func oneLeader(t *testing.T, rs []*replica) {
+	t.Helper()
+	if l := leaders(rs); len(l) > 1 {
+		t.Fatalf("%s and %s lead at once", l[0].id, l[1].id)
+	}
+}
+
+// waitActed waits (on the real clock: the worker is a goroutine, not a timer) until r acted.
+func waitActed(t *testing.T, r *replica, n int32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.acted.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("leader %s acted %d times, want %d", r.id, r.acted.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -146,24 +155,45 @@ func getLease(t *testing.T, c *kubeapi.Client, ns, name string) *coordv1.Lease {
 	return l
 }
 
+// TestContinuousElection runs three replicas against the testbed's real API server (whose
+// resourceVersion checks decide every race) on one fake clock: one leads and only it acts; a
+// leader cut off from the API server steps down within its renew deadline and nobody takes over
+// before its Lease could have expired; back online it stays a follower; a leader that stops
+// releases the Lease, so the next takes over at its next attempt. Each time is asserted on the
+// fake clock, exactly, whatever the machine's load.
 func TestContinuousElection(t *testing.T) {
 	tb := controlPlane(t)
 	ns := testNamespace(t, tb)
 	admin := newClient(t, tb, nil)
-	rs := []*replica{startReplica(t, ns, "a"), startReplica(t, ns, "b"), startReplica(t, ns, "c")}
-	w := watchLeaders(rs)
-	defer w.check(t)
+	fc := clocktesting.NewFakeClock(time.Now())
+	clk := &fakeTime{t: t, fc: fc, running: 3}
+	rs := []*replica{startReplica(t, ns, "a", fc), startReplica(t, ns, "b", fc), startReplica(t, ns, "c", fc)}
+	cfg := testLease(nil, ns, "")
+	retry, renew, duration := cfg.RetryPeriod, cfg.RenewDeadline, cfg.LeaseDuration
+	step := retry / 10
 
-	// One leader; only it acts, for longer than a lease.
-	leader := leaderOf(t, rs, 10*time.Second)
-	offerFor(rs, 4*time.Second)
+	// The first attempts race to create the Lease: exactly one wins, at once.
+	clk.settle()
+	ls := leaders(rs)
+	if len(ls) != 1 {
+		t.Fatalf("%d leaders after the first attempts, want 1", len(ls))
+	}
+	leader := ls[0]
+	for _, r := range rs {
+		r.c.Offer(Work{Started: fc.Now()})
+	}
+	waitActed(t, leader, 1)
+	// It keeps the lead for longer than a lease, renewing; only it acts.
+	clk.run(2*duration, step, func() {
+		oneLeader(t, rs)
+		if !leader.c.Leading() {
+			t.Fatalf("%s lost the lead while connected", leader.id)
+		}
+	})
 	for _, r := range rs {
 		if r != leader && r.acted.Load() != 0 {
 			t.Errorf("follower %s acted %d times while %s led", r.id, r.acted.Load(), leader.id)
 		}
-	}
-	if leader.acted.Load() == 0 {
-		t.Errorf("leader %s never acted", leader.id)
 	}
 	l := getLease(t, admin, ns, "certdrift-remediate")
 	if got := deref(l.Spec.HolderIdentity); got != leader.id {
@@ -171,23 +201,27 @@ func TestContinuousElection(t *testing.T) {
 	}
 	transitions := deref(l.Spec.LeaseTransitions)
 
-	// The leader is cut off from the API server without stopping: it must step down once its
-	// renew deadline passes, and another replica takes over once the lease expires.
-	cut := time.Now()
+	// Cut off without stopping, the leader steps down once no renew succeeded for the renew
+	// deadline; its last renew was at most one retry before the cut.
+	cut := fc.Now()
 	leader.net.cut.Store(true)
-	for leader.c.Leading() && time.Since(cut) < 3*time.Second {
-		time.Sleep(5 * time.Millisecond)
+	others := slices.DeleteFunc(slices.Clone(rs), func(r *replica) bool { return r == leader })
+	down := clk.until(2*renew, step, func() bool { return !leader.c.Leading() }, func() { oneLeader(t, rs) })
+	if d := down.Sub(cut); d > renew+retry || d < renew-retry {
+		t.Errorf("the cut-off leader stepped down %s after the cut, want within the renew deadline %s (± one retry %s)", d, renew, retry)
 	}
-	if leader.c.Leading() {
-		t.Fatalf("%s still leads %s after losing the API server (renew deadline 1.5s)", since(cut), leader.id)
-	}
-	rest := slices.DeleteFunc(slices.Clone(rs), func(r *replica) bool { return r == leader })
-	next := leaderOf(t, rest, 10*time.Second)
-	if took := time.Since(cut); took < 1500*time.Millisecond {
-		t.Errorf("%s took over %s after the leader was cut off, before its lease could have expired", next.id, took)
+	// Nobody takes over before the Lease could have expired: it was renewed at most one retry
+	// before the cut and lasts LeaseDuration from then.
+	took := clk.until(2*duration, step, func() bool { return len(leaders(others)) == 1 }, func() { oneLeader(t, rs) })
+	next := leaders(others)[0]
+	if d := took.Sub(cut); d <= duration-retry || d > duration+3*retry {
+		t.Errorf("%s took over %s after the cut, want after the lease duration %s (within three retries)", next.id, d, duration)
 	}
 	before := leader.acted.Load()
-	offerFor(rs, time.Second)
+	for _, r := range rs {
+		r.c.Offer(Work{Started: fc.Now()})
+	}
+	waitActed(t, next, 1)
 	if leader.acted.Load() != before {
 		t.Errorf("cut-off replica %s acted after stepping down", leader.id)
 	}
@@ -196,32 +230,46 @@ func TestContinuousElection(t *testing.T) {
 		t.Errorf("after takeover: holder %q transitions %d, want %s and %d", deref(l.Spec.HolderIdentity), got, next.id, want)
 	}
 
-	// Back on the network, the old leader stays a follower: the lease is someone else's.
+	// Back on the network, the old leader stays a follower: the Lease is renewed by another.
 	leader.net.cut.Store(false)
-	offerFor(rs, time.Second)
-	if leader.c.Leading() || leader.acted.Load() != before {
-		t.Errorf("the old leader %s took the lease back from %s", leader.id, next.id)
-	}
+	clk.run(duration, step, func() {
+		oneLeader(t, rs)
+		if leader.c.Leading() {
+			t.Fatalf("the old leader %s took the lease back from %s", leader.id, next.id)
+		}
+	})
 
-	// A clean stop releases the lease: the last replica takes over well before it would expire.
-	stopped := time.Now()
+	// A clean stop releases the Lease: the last replica takes over at its next attempt, long
+	// before the Lease would have expired.
 	next.stop()
+	clk.running--
+	clk.settle()
 	if next.c.Leading() {
 		t.Errorf("%s still leads after Run returned", next.id)
 	}
-	last := leaderOf(t, slices.DeleteFunc(slices.Clone(rs), func(r *replica) bool { return r == next }), 10*time.Second)
-	if took := time.Since(stopped); took > 2*time.Second {
-		t.Errorf("%s took over %s after %s stopped: the lease was not released (it lasts 3s)", last.id, took, next.id)
+	stopped := fc.Now()
+	rest := slices.DeleteFunc(slices.Clone(rs), func(r *replica) bool { return r == next })
+	took = clk.until(duration, step, func() bool { return len(leaders(rest)) == 1 }, func() { oneLeader(t, rs) })
+	if d := took.Sub(stopped); d > retry+retry/5+step {
+		t.Errorf("%s took over %s after %s stopped, want at its next attempt (retry %s): the lease was not released", leaders(rest)[0].id, d, next.id, retry)
 	}
 }
 
-func since(t time.Time) string { return time.Since(t).Round(time.Millisecond).String() }
-
+// TestContinuousReleasesOnStop: a lone replica leads at once and, stopped, leaves the Lease
+// without a holder (real API server, fake clock).
 func TestContinuousReleasesOnStop(t *testing.T) {
 	tb := controlPlane(t)
 	ns := testNamespace(t, tb)
-	r := startReplica(t, ns, "only")
-	leaderOf(t, []*replica{r}, 10*time.Second)
+	fc := clocktesting.NewFakeClock(time.Now())
+	clk := &fakeTime{t: t, fc: fc, running: 1}
+	r := startReplica(t, ns, "only", fc)
+	clk.settle()
+	if !r.c.Leading() {
+		t.Fatal("a lone replica does not lead after its first attempt")
+	}
+	if h := deref(getLease(t, newClient(t, tb, nil), ns, "certdrift-remediate").Spec.HolderIdentity); h != "only" {
+		t.Fatalf("lease held by %q while leading, want only", h)
+	}
 	r.stop()
 	l := getLease(t, newClient(t, tb, nil), ns, "certdrift-remediate")
 	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
@@ -229,7 +277,8 @@ func TestContinuousReleasesOnStop(t *testing.T) {
 	}
 }
 
-// TestElectorOneWinner races three candidates for one Lease, absent and then expired, many
+// TestElectorOneWinner is the elector against the real API server alone (no clock involved):
+// it races three candidates for one Lease, absent and then expired, many
 // times: each race has exactly one winner, the holder the Lease names.
 func TestElectorOneWinner(t *testing.T) {
 	tb := controlPlane(t)
@@ -243,7 +292,7 @@ func TestElectorOneWinner(t *testing.T) {
 		var es []*elector
 		for i := range 3 {
 			cfg := LeaseConfig{Client: newClient(t, tb, nil), Namespace: ns, Name: name, Identity: fmt.Sprintf("c%d", i)}
-			es = append(es, newElector(cfg, 10*time.Second, slog.New(slog.DiscardHandler)))
+			es = append(es, newElector(cfg, 10*time.Second, slog.New(slog.DiscardHandler), clock.RealClock{}))
 		}
 		absent := round == 0
 		if !absent {
@@ -314,15 +363,30 @@ func TestElectorOneWinner(t *testing.T) {
 	}
 }
 
+// leadsAlways is an Elector that leads at once and until stopped: Continuous's gating of rounds
+// tested without an election.
+type leadsAlways struct{ clk clock.Clock }
+
+func (l leadsAlways) Acquire(ctx context.Context) (time.Time, bool) {
+	return l.clk.Now(), ctx.Err() == nil
+}
+func (leadsAlways) Hold(ctx context.Context, _ time.Time) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (leadsAlways) Release(context.Context) error { return nil }
+
+// TestContinuousSkipsRoundsFromBeforeTheLastAction: a round that began before the leader's last
+// action ended may show pods already replaced, so it is not acted on; the next fresh one is.
+// Times are a fake clock's, the election a stand-in (Elector): no API server needed.
 func TestContinuousSkipsRoundsFromBeforeTheLastAction(t *testing.T) {
-	tb := controlPlane(t)
-	ns := testNamespace(t, tb)
-	// Each action reports the round it acts on, then runs until the test lets it finish: the test
-	// waits on these events rather than on sleeps guessing how long the loop takes.
+	fc := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	// Each action reports the round it acts on, then runs until the test lets it finish.
 	started := make(chan time.Time, 8)
 	finish := make(chan struct{}, 8)
 	c := &Continuous{
-		Lease: testLease(newClient(t, tb, nil), ns, "a"),
+		Elector: leadsAlways{fc},
+		Clock:   fc,
 		Act: func(ctx context.Context, w Work) {
 			started <- w.Started
 			select {
@@ -335,41 +399,40 @@ func TestContinuousSkipsRoundsFromBeforeTheLastAction(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !c.Leading() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !c.Leading() {
-		t.Fatal("a lone replica never led")
+	for deadline := time.Now().Add(10 * time.Second); !c.Leading(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("never led")
+		}
 	}
 	next := func(what string) time.Time {
 		t.Helper()
 		select {
 		case at := <-started:
 			return at
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no action %s within 5s", what)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no action %s", what)
 			return time.Time{}
 		}
 	}
-	old := time.Now()
+	old := fc.Now()
 	c.Offer(Work{Started: old})
 	if got := next("on the first round"); !got.Equal(old) {
 		t.Fatalf("acted on the round started %v, want %v", got, old)
 	}
 	// A round that starts while the action runs began before the action's end: stale.
-	stale := time.Now()
+	fc.Step(time.Second)
+	stale := fc.Now()
 	c.Offer(Work{Started: stale})
+	fc.Step(time.Second)
 	finish <- struct{}{}
 	// The loop takes the pending round once the action is over (and must skip it).
-	takeBy := time.Now().Add(5 * time.Second)
-	for c.hasPending() {
-		if time.Now().After(takeBy) {
+	for deadline := time.Now().Add(10 * time.Second); c.hasPending(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
 			t.Fatal("the round offered during the action was never taken")
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	fresh := time.Now()
+	fc.Step(time.Second)
+	fresh := fc.Now()
 	c.Offer(Work{Started: fresh})
 	if got := next("on the fresh round"); !got.Equal(fresh) {
 		t.Errorf("acted on the round started %v, want the fresh one %v: the round started %v began during the action on %v, so it is stale", got, fresh, stale, old)

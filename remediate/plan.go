@@ -74,8 +74,9 @@ type Target struct {
 	Envoy     string `json:"envoy,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	Pod       string `json:"pod,omitempty"`
-	// Workload is the pod's owner ("Deployment/web"); "" for a bare pod or a local Envoy.
-	Workload string `json:"workload,omitempty"`
+	// Workload is the pod's owner (printed "Deployment/web"); zero for a bare pod or a local
+	// Envoy.
+	Workload Workload `json:"workload,omitzero"`
 	// AdminURL is the Envoy admin as the audit reached it (local mode; Kubernetes mode reopens
 	// it through the admin dialer).
 	AdminURL string `json:"admin_url,omitempty"`
@@ -84,8 +85,8 @@ type Target struct {
 // WorkloadKey names the workload a cooldown and the one-pod-at-a-time rule apply to:
 // "namespace/Kind/name", the Envoy itself when it has no workload.
 func (t Target) WorkloadKey() string {
-	if t.Workload != "" {
-		return t.Namespace + "/" + t.Workload
+	if !t.Workload.IsZero() {
+		return t.Workload.String()
 	}
 	return t.Envoy
 }
@@ -124,18 +125,6 @@ type Options struct {
 	Now        time.Time
 }
 
-// driftCodes prove an Envoy stale past the grace period: the audit emits them only then.
-var driftCodes = map[audit.Code]bool{
-	audit.StaleServed: true, audit.StaleLoaded: true, audit.StaleProcess: true, audit.ReplicaDivergence: true,
-}
-
-// badSecretCodes say the desired certificate itself is wrong: an Envoy restarted onto it would
-// refuse it or serve something broken, so a restart cannot fix the drift.
-var badSecretCodes = map[audit.Code]bool{
-	audit.KeyMismatch: true, audit.RotationFailed: true, audit.ParseError: true,
-	audit.NotYetValid: true,
-}
-
 // Plan chooses actions from a judged report: one per stale pod (evict, admin-quit, exec) or per
 // stale workload (rollout-restart), in a stable order, with the guards applied. Pods without a
 // drift finding never appear: a pod that converged on its own is left alone. Skipped actions are
@@ -155,7 +144,7 @@ func Plan(report audit.Report, in audit.Inputs, opt Options) []Action {
 	byEnvoy := map[string]*stale{}
 	var order []string
 	for _, f := range report.Findings {
-		if !driftCodes[f.Code] || f.Subject.Envoy == "" {
+		if !IsDrift(f.Code) || f.Subject.Envoy == "" {
 			// A REPLICA_DIVERGENCE that names no pod is acted on through its stale replicas'
 			// own findings, never by restarting the whole workload.
 			continue
@@ -181,9 +170,12 @@ func Plan(report audit.Report, in audit.Inputs, opt Options) []Action {
 		s := byEnvoy[envoy]
 		t := Target{Envoy: envoy}
 		if ev := pods[envoy]; ev != nil {
-			t.AdminURL = ev.Config.Admin
 			if p := ev.Pod; p != nil {
-				t.Namespace, t.Pod, t.Workload = p.Namespace, p.Pod, p.Workload
+				// The owner discovery resolved for the audit: not read again here. The admin is
+				// reopened through the admin dialer when acting (Executor.OpenAdmin).
+				t.Namespace, t.Pod, t.Workload = p.Namespace, p.Pod, ParseWorkload(p.Namespace, p.Workload)
+			} else {
+				t.AdminURL = ev.Config.Admin
 			}
 		}
 		if t.Pod == "" && opt.Kubernetes {
@@ -221,7 +213,7 @@ func Plan(report audit.Report, in audit.Inputs, opt Options) []Action {
 			}
 			restarts[key] = len(actions)
 			a.Target.Envoy, a.Target.Pod, a.Target.AdminURL = "", "", ""
-			a.Why = fmt.Sprintf("%s/%s has stale pods (%s): restart its rollout", t.Namespace, t.Workload, joinCodes(s.codes))
+			a.Why = fmt.Sprintf("%s has stale pods (%s): restart its rollout", t.Workload, joinCodes(s.codes))
 		}
 		actions = append(actions, a)
 	}
@@ -279,21 +271,16 @@ func chooseStrategy(t Target, codes []audit.Code, opt Options) (Strategy, string
 	switch {
 	case (st == Evict || st == RolloutRestart) && t.Pod == "":
 		return st, SkipUnsupported, fmt.Sprintf("%s needs a Kubernetes pod; %s is not one", st, t.Envoy)
-	case st == Evict && t.Workload == "":
+	case st == Evict && t.Workload.IsZero():
 		return st, SkipUnsupported, fmt.Sprintf("%s is a bare pod: nothing would replace it after an eviction", t.Envoy)
-	case st == RolloutRestart && !restartable(t.Workload):
-		return st, SkipUnsupported, fmt.Sprintf("%s is owned by %q, not a Deployment, DaemonSet or StatefulSet", t.Envoy, t.Workload)
+	case st == RolloutRestart && !t.Workload.restartable():
+		return st, SkipUnsupported, fmt.Sprintf("%s is owned by %q, not a Deployment, DaemonSet or StatefulSet", t.Envoy, t.Workload.Ref())
 	case st == Exec && opt.Kubernetes:
 		return st, SkipUnsupported, "exec runs a local command: only for Envoys outside Kubernetes"
 	case st == AdminQuit && t.AdminURL == "" && t.Pod == "":
 		return st, SkipUnsupported, fmt.Sprintf("%s has no admin URL to send /quitquitquit to", t.Envoy)
 	}
 	return st, "", ""
-}
-
-func restartable(workload string) bool {
-	kind, _, _ := strings.Cut(workload, "/")
-	return kind == "Deployment" || kind == "DaemonSet" || kind == "StatefulSet"
 }
 
 // badSources maps each desired source whose certificate is broken to the codes that say so.
@@ -323,8 +310,8 @@ func firstBad(sources []string, bad map[string][]string) string {
 }
 
 func describe(t Target) string {
-	if t.Workload != "" {
-		return fmt.Sprintf("%s (%s)", t.Envoy, t.Workload)
+	if !t.Workload.IsZero() {
+		return fmt.Sprintf("%s (%s)", t.Envoy, t.Workload.Ref())
 	}
 	return t.Envoy
 }

@@ -35,7 +35,7 @@ type summary struct {
 func summarize(as []Action) []summary {
 	out := []summary{}
 	for _, a := range as {
-		out = append(out, summary{a.Strategy, a.Target.Envoy, a.Target.Workload, a.Pods, a.Skip})
+		out = append(out, summary{a.Strategy, a.Target.Envoy, a.Target.Workload.Ref(), a.Pods, a.Skip})
 	}
 	return out
 }

@@ -126,31 +126,29 @@ const (
 )
 
 // ErrNoLeaseNamespace: reload records cannot be kept without certdrift's namespace.
-var ErrNoLeaseNamespace = errors.New("no namespace for certdrift's reload record Leases (--reload-lease-namespace, --remediate-lease-namespace or $POD_NAMESPACE)")
+var ErrNoLeaseNamespace = errors.New("no namespace for certdrift's reload record Leases (--reload-lease-namespace or $POD_NAMESPACE)")
 
 // maxLeaseName is a Lease name's limit (a DNS subdomain).
 const maxLeaseName = 253
 
-// LeaseName is the record Lease of namespace/workload ("Kind/name"):
+// LeaseName is the record Lease of a workload:
 // "certdrift-reload.<namespace>.<kind>.<name>". Namespaces and kinds hold no dot, so the name
 // is unique per workload; a name longer than a Lease name may be is cut and given a hash of
 // the whole key, which keeps it unique and a valid DNS subdomain.
-func LeaseName(namespace, workload string) string {
-	kind, name, _ := strings.Cut(workload, "/")
-	n := "certdrift-reload." + namespace + "." + strings.ToLower(kind) + "." + name
+func LeaseName(w Workload) string {
+	n := "certdrift-reload." + w.Namespace + "." + strings.ToLower(w.Kind) + "." + w.Name
 	if len(n) <= maxLeaseName {
 		return n
 	}
-	sum := sha256.Sum256([]byte(namespace + "/" + workload))
+	sum := sha256.Sum256([]byte(w.String()))
 	suffix := "-" + hex.EncodeToString(sum[:8])
 	// Each dot-separated part must end in a letter or digit: trim what the cut left dangling.
 	return strings.TrimRight(n[:maxLeaseName-len(suffix)], ".-") + suffix
 }
 
-func recordLabels(namespace, workload string) map[string]string {
-	kind, name, _ := strings.Cut(workload, "/")
+func recordLabels(w Workload) map[string]string {
 	l := map[string]string{"app.kubernetes.io/managed-by": "certdrift", LabelComponent: ComponentReloadRecord}
-	for k, v := range map[string]string{LabelWorkloadNamespace: namespace, LabelWorkloadKind: kind, LabelWorkloadName: name} {
+	for k, v := range map[string]string{LabelWorkloadNamespace: w.Namespace, LabelWorkloadKind: w.Kind, LabelWorkloadName: w.Name} {
 		if len(validation.IsValidLabelValue(v)) == 0 {
 			l[k] = v
 		}
@@ -158,30 +156,30 @@ func recordLabels(namespace, workload string) map[string]string {
 	return l
 }
 
-// ReadRecord reads namespace/workload's reload record from its Lease in leaseNS (certdrift's
+// ReadRecord reads the workload's reload record from its Lease in leaseNS (certdrift's
 // namespace); ok is false when there is none.
-func ReadRecord(ctx context.Context, c *kubeapi.Client, leaseNS, namespace, workload string) (Record, bool, error) {
+func ReadRecord(ctx context.Context, c *kubeapi.Client, leaseNS string, w Workload) (Record, bool, error) {
 	if leaseNS == "" {
 		return Record{}, false, ErrNoLeaseNamespace
 	}
-	name := LeaseName(namespace, workload)
+	name := LeaseName(w)
 	l, err := c.CoordinationV1().Leases(leaseNS).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Record{}, false, nil
 	}
 	if err != nil {
-		return Record{}, false, fmt.Errorf("read reload lease %s/%s of %s/%s: %w", leaseNS, name, namespace, workload, err)
+		return Record{}, false, fmt.Errorf("read reload lease %s/%s of %s: %w", leaseNS, name, w, err)
 	}
 	return recordFromLease(l), true, nil
 }
 
-// writeRecord stores r in namespace/workload's reload Lease in leaseNS, creating it when
-// missing. The cooldown (renewTime) moves only when r.At is set.
-func writeRecord(ctx context.Context, c *kubeapi.Client, leaseNS, namespace, workload string, r Record) error {
+// writeRecord stores r in the workload's reload Lease in leaseNS, creating it when missing. The
+// cooldown (renewTime) moves only when r.At is set.
+func writeRecord(ctx context.Context, c *kubeapi.Client, leaseNS string, w Workload, r Record) error {
 	if leaseNS == "" {
 		return ErrNoLeaseNamespace
 	}
-	name := LeaseName(namespace, workload)
+	name := LeaseName(w)
 	leases := c.CoordinationV1().Leases(leaseNS)
 	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	create := apierrors.IsNotFound(err)
@@ -189,19 +187,19 @@ func writeRecord(ctx context.Context, c *kubeapi.Client, leaseNS, namespace, wor
 	case create:
 		l = &coordv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: leaseNS}}
 	case err != nil:
-		return fmt.Errorf("record reload of %s/%s in lease %s/%s: %w", namespace, workload, leaseNS, name, err)
+		return fmt.Errorf("record reload of %s in lease %s/%s: %w", w, leaseNS, name, err)
 	}
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
-	for k, v := range recordLabels(namespace, workload) {
+	for k, v := range recordLabels(w) {
 		l.Labels[k] = v
 	}
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
 	a := l.Annotations
-	a[AnnWorkload] = namespace + "/" + workload
+	a[AnnWorkload] = w.String()
 	a[AnnOutcome], a[AnnOutcomeTime] = r.State, r.Since.UTC().Format(time.RFC3339Nano)
 	set := func(k, v string) {
 		if v == "" {
@@ -231,14 +229,14 @@ func writeRecord(ctx context.Context, c *kubeapi.Client, leaseNS, namespace, wor
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: "certdrift"})
 	}
 	if err != nil {
-		return fmt.Errorf("record reload of %s/%s in lease %s/%s: %w", namespace, workload, leaseNS, name, err)
+		return fmt.Errorf("record reload of %s in lease %s/%s: %w", w, leaseNS, name, err)
 	}
 	return nil
 }
 
-// ClearHint tells a person how to lift the block of namespace/workload by hand.
-func ClearHint(leaseNS, namespace, workload string) string {
-	return fmt.Sprintf("kubectl -n %s annotate lease %s %s-", leaseNS, LeaseName(namespace, workload), AnnOutcome)
+// ClearHint tells a person how to lift the block of a workload by hand.
+func ClearHint(leaseNS string, w Workload) string {
+	return fmt.Sprintf("kubectl -n %s annotate lease %s %s-", leaseNS, LeaseName(w), AnnOutcome)
 }
 
 // CheckLeaseNamespace makes sure a record Lease can be created in leaseNS, by a server-side
@@ -254,7 +252,7 @@ func CheckLeaseNamespace(ctx context.Context, c *kubeapi.Client, leaseNS string)
 	case err == nil || apierrors.IsAlreadyExists(err):
 		return nil
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("namespace %q for certdrift's reload record Leases does not exist: create it, or name certdrift's namespace with --reload-lease-namespace (serve: --remediate-lease-namespace): %w", leaseNS, err)
+		return fmt.Errorf("namespace %q for certdrift's reload record Leases does not exist: create it, or name certdrift's namespace with --reload-lease-namespace: %w", leaseNS, err)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("may not create Leases in namespace %q, where certdrift keeps its reload records: grant get, create and update on leases (coordination.k8s.io) there (the repair profile does, in certdrift's own namespace): %w", leaseNS, err)
 	}

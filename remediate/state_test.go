@@ -40,14 +40,14 @@ func TestLeaseName(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := LeaseName(tc.namespace, tc.workload)
+			got := LeaseName(ParseWorkload(tc.namespace, tc.workload))
 			if tc.want != "" && got != tc.want {
 				t.Errorf("%s: LeaseName(%q, %q) = %q, want %q", tc.reason, tc.namespace, tc.workload, got, tc.want)
 			}
 			if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
 				t.Errorf("%s: %q (%d characters) is not a valid Lease name: %v", tc.reason, got, len(got), errs)
 			}
-			if got != LeaseName(tc.namespace, tc.workload) {
+			if got != LeaseName(ParseWorkload(tc.namespace, tc.workload)) {
 				t.Errorf("%s: LeaseName is not stable", tc.reason)
 			}
 		})
@@ -63,7 +63,7 @@ func TestLeaseName(t *testing.T) {
 		{{ns63, "Deployment/" + long}, {ns63[:62] + "m", "Deployment/" + long}},
 	}
 	for _, p := range pairs {
-		a, b := LeaseName(p[0][0], p[0][1]), LeaseName(p[1][0], p[1][1])
+		a, b := LeaseName(ParseWorkload(p[0][0], p[0][1])), LeaseName(ParseWorkload(p[1][0], p[1][1]))
 		if a == b {
 			t.Errorf("%s/%.20s… and %s/%.20s… share the Lease %q", p[0][0], p[0][1], p[1][0], p[1][1], a)
 		}
@@ -73,14 +73,14 @@ func TestLeaseName(t *testing.T) {
 // TestRecordLabels: a record names its workload in labels (kubectl get -L, selectors) wherever a
 // label value can hold it, and always in full in an annotation.
 func TestRecordLabels(t *testing.T) {
-	got := recordLabels("shop", "Deployment/web")
+	got := recordLabels(ParseWorkload("shop", "Deployment/web"))
 	for k, v := range map[string]string{LabelWorkloadNamespace: "shop", LabelWorkloadKind: "Deployment", LabelWorkloadName: "web",
 		LabelComponent: ComponentReloadRecord, "app.kubernetes.io/managed-by": "certdrift"} {
 		if got[k] != v {
 			t.Errorf("label %s = %q, want %q", k, got[k], v)
 		}
 	}
-	long := recordLabels("shop", "Deployment/"+strings.Repeat("w", 64))
+	long := recordLabels(ParseWorkload("shop", "Deployment/"+strings.Repeat("w", 64)))
 	if _, ok := long[LabelWorkloadName]; ok {
 		t.Errorf("a 64-character name was put in a label: %v", long)
 	}
@@ -106,10 +106,10 @@ func TestRecordsInLeaseNamespace(t *testing.T) {
 	now := time.Now()
 	failed := Record{At: now, State: StateFailed, Reason: ReasonPostCheckFailed, Since: now, Strategy: Evict, Target: shop + "/web-1"}
 	for _, w := range [][2]string{{shop, "Deployment/web"}, {edge, "Deployment/web"}, {shop, long}} {
-		if err := writeRecord(ctx, c, leaseNS, w[0], w[1], failed); err != nil {
+		if err := writeRecord(ctx, c, leaseNS, ParseWorkload(w[0], w[1]), failed); err != nil {
 			t.Fatalf("write record of %s/%s: %v", w[0], w[1], err)
 		}
-		r, ok, err := ReadRecord(ctx, c, leaseNS, w[0], w[1])
+		r, ok, err := ReadRecord(ctx, c, leaseNS, ParseWorkload(w[0], w[1]))
 		if err != nil || !ok || r.State != StateFailed {
 			t.Errorf("read record of %s/%.30s…: %+v ok %v err %v", w[0], w[1], r, ok, err)
 		}
@@ -137,14 +137,14 @@ func TestRecordsInLeaseNamespace(t *testing.T) {
 	}
 
 	// The hint, run as printed, clears the block of the long-named workload only.
-	hint := ClearHint(leaseNS, shop, long)
+	hint := ClearHint(leaseNS, ParseWorkload(shop, long))
 	if out, err := tb.Kubectl(ctx, strings.Fields(strings.TrimPrefix(hint, "kubectl "))...); err != nil {
 		t.Fatalf("%s: %v\n%s", hint, err, out)
 	}
-	if r, _, _ := ReadRecord(ctx, c, leaseNS, shop, long); r.Blocking() {
+	if r, _, _ := ReadRecord(ctx, c, leaseNS, ParseWorkload(shop, long)); r.Blocking() {
 		t.Errorf("still blocked after %s", hint)
 	}
-	if r, _, _ := ReadRecord(ctx, c, leaseNS, shop, "Deployment/web"); !r.Blocking() {
+	if r, _, _ := ReadRecord(ctx, c, leaseNS, ParseWorkload(shop, "Deployment/web")); !r.Blocking() {
 		t.Errorf("clearing one workload cleared %s/Deployment/web too", shop)
 	}
 

@@ -59,6 +59,7 @@ func (c *auditCmd) Validate() error {
 }
 
 func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error {
+	defer c.reloadFlags.closeReload()
 	if c.kubeFlags.enabled() {
 		return c.runKube(ctx, io, log)
 	}

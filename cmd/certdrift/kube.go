@@ -76,7 +76,7 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 		return inventoryOnly(ctx, io, rc, opts, start)
 	}
 	opts.PairingSources = gather.PairingSources(cfg.Pairings)
-	in, err := gather.KubeOnce(ctx, rc, policy, opts)
+	in, err := c.gatherKube(ctx, rc, policy, opts)
 	if err != nil {
 		return noRun(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/testbed"
 )
 
 // binary is the certdrift binary built once for all tests, with version and commit set the way
@@ -55,8 +56,12 @@ func buildAndRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "build certdrift for the tests (needs the go tool on PATH):", err)
 		return 2
 	}
-	return m.Run()
+	return bed.Main(m)
 }
+
+// bed is a control plane (API server, no nodes) for the in-process tests that need the
+// Kubernetes API; it starts on first use, so the other tests run without it.
+var bed = testbed.Shared{Options: testbed.Options{Nodes: -1}}
 
 type result struct {
 	stdout, stderr string

@@ -7,19 +7,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
 
@@ -30,37 +28,18 @@ import (
 const exitReloadFailed = 3
 
 // reloadFlags are `certdrift audit --reload`: repair what the audit proved stale. The audit
-// fills in what it gathered (use) before judging; run acts on the judged report.
+// fills in what it gathered (state) before judging; run acts on the judged report.
 type reloadFlags struct {
-	Reload            bool          `name:"reload" env:"CERTDRIFT_RELOAD" help:"Plan reloads of Envoys proven stale (dry run: prints the plan). See docs/repair.md."`
-	Yes               bool          `name:"yes" env:"CERTDRIFT_YES" help:"With --reload: carry the plan out."`
-	ReloadStrategy    string        `name:"reload-strategy" default:"" enum:",evict,rollout-restart,admin-quit,exec" env:"CERTDRIFT_RELOAD_STRATEGY" help:"Strategy for targets without a certdrift.dev/reload-strategy annotation (Kubernetes default: evict; rollout-restart for STALE_PROCESS)."`
-	ReloadBudget      int           `name:"reload-budget" default:"5" env:"CERTDRIFT_RELOAD_BUDGET" help:"Most reload actions per run."`
-	ReloadCooldown    time.Duration `name:"reload-cooldown" default:"10m" env:"CERTDRIFT_RELOAD_COOLDOWN" help:"Least time between two reloads of one workload (remembered in a Lease per workload)."`
-	ReloadTimeout     time.Duration `name:"reload-timeout" default:"3m" env:"CERTDRIFT_RELOAD_TIMEOUT" help:"Deadline of one action: eviction or restart, wait for the replacement, post-check."`
-	ReloadRefusalWait time.Duration `name:"reload-refusal-wait" default:"30s" env:"CERTDRIFT_RELOAD_REFUSAL_WAIT" help:"How long a refused eviction (PodDisruptionBudget) is retried, honouring Retry-After, before it is reported as refused."`
-	ReloadDrainWait   time.Duration `name:"reload-drain-wait" default:"5s" env:"CERTDRIFT_RELOAD_DRAIN_WAIT" help:"admin-quit: pause between /drain_listeners?graceful and /quitquitquit."`
-	ReloadExec        string        `name:"reload-exec" env:"CERTDRIFT_RELOAD_EXEC" help:"exec strategy: command run per Envoy, split on spaces, no shell; {envoy} and {admin} are replaced."`
-	// One namespace holds all of certdrift's Leases, whoever acts: an audit run from a laptop
-	// and serve --remediate in the cluster must share it to share cooldowns and blocks.
-	ReloadLeaseNamespace string `name:"reload-lease-namespace" env:"CERTDRIFT_RELOAD_LEASE_NAMESPACE" help:"Kubernetes mode: certdrift's own namespace, where each workload's reload record Lease (cooldown, last outcome) lives; the same as serve --remediate-lease-namespace (default: $POD_NAMESPACE, else certdrift)."`
+	Reload     bool   `name:"reload" env:"CERTDRIFT_RELOAD" help:"Plan reloads of Envoys proven stale (dry run: prints the plan). See docs/repair.md."`
+	Yes        bool   `name:"yes" env:"CERTDRIFT_YES" help:"With --reload: carry the plan out."`
+	ReloadExec string `name:"reload-exec" env:"CERTDRIFT_RELOAD_EXEC" help:"exec strategy: command run per Envoy, split on spaces, no shell; {envoy} and {admin} are replaced."`
+	// The repair policy, shared with serve --remediate (remediate.Policy): --reload-strategy,
+	// --reload-budget, --reload-cooldown, --reload-timeout, --reload-refusal-wait,
+	// --reload-drain-wait, --reload-lease-namespace.
+	//lint:ignore SA5008 kong reads every set: entry of a tag (one kong variable each), not only the first
+	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=5" set:"reload_per=run" set:"reload_strategies=,evict,rollout-restart,admin-quit,exec" set:"reload_lease_default=, else certdrift"`
 
 	state *reloadState `kong:"-"`
-}
-
-// defaultLeaseNamespace is where `audit --reload` keeps its records outside a pod: the namespace
-// the kustomize base installs certdrift into, and the one docs/operate.md installs the chart in.
-const defaultLeaseNamespace = "certdrift"
-
-// leaseNamespace is the flag's value, else $POD_NAMESPACE (an audit run as a Job), else certdrift.
-func (r *reloadFlags) leaseNamespace() string {
-	if r.ReloadLeaseNamespace != "" {
-		return r.ReloadLeaseNamespace
-	}
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	return defaultLeaseNamespace
 }
 
 // reloadState is what the audit gathered, for planning and for the post-check.
@@ -68,54 +47,59 @@ type reloadState struct {
 	in     audit.Inputs
 	policy config.Policy
 	// Kubernetes mode: rc is set; local mode: cfg.
-	rc    *rest.Config
-	kopts gather.KubeOptions
-	cfg   *config.Config
-	gopts gather.Options
+	rc *rest.Config
+	// session is the audit's own Kubernetes session, kept open with --yes for the post-checks.
+	session *gather.Session
+	cfg     *config.Config
+	gopts   gather.Options
 }
 
 func (r *reloadFlags) validate() error {
 	switch {
 	case r.Yes && !r.Reload:
 		return errors.New("--yes needs --reload")
-	case r.ReloadBudget < 0:
-		return fmt.Errorf("--reload-budget %d: must not be negative", r.ReloadBudget)
-	case r.ReloadCooldown < 0 || r.ReloadTimeout <= 0 || r.ReloadRefusalWait < 0 || r.ReloadDrainWait < 0:
-		return errors.New("--reload-cooldown, --reload-refusal-wait and --reload-drain-wait must not be negative, --reload-timeout must be positive")
-	case r.ReloadStrategy == "exec" && strings.TrimSpace(r.ReloadExec) == "":
+	case r.Repair.Strategy == string(remediate.Exec) && strings.TrimSpace(r.ReloadExec) == "":
 		return errors.New("--reload-strategy exec needs --reload-exec")
-	case r.ReloadLeaseNamespace != "" && len(validation.IsDNS1123Label(r.ReloadLeaseNamespace)) > 0:
-		return fmt.Errorf("--reload-lease-namespace %q: not a namespace name", r.ReloadLeaseNamespace)
 	}
-	return nil
+	return r.Repair.Validate(remediate.CommandAudit)
 }
 
 // reload is the audit's hook: with --reload, plan from the judged report, and act with --yes.
-// Local mode left what it gathered in r.state; Kubernetes mode reads the cluster again here, so
-// the Kubernetes audit path needs no change.
+// Both modes left what they gathered in r.state.
 func (c *auditCmd) reload(ctx context.Context, io *streams, log *slog.Logger, report audit.Report) error {
 	if !c.Reload {
 		return nil
 	}
-	if c.kubeFlags.enabled() {
-		policy := config.DefaultPolicy
-		if c.Timeout > 0 {
-			policy.Timeout = config.Duration(c.Timeout)
-		}
-		if c.Grace > 0 {
-			policy.Grace = config.Duration(c.Grace)
-		}
-		kopts, err := c.kubeFlags.options(gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
-		if err != nil {
-			return noRun(err)
-		}
-		rc, err := c.kubeFlags.restConfig()
-		if err != nil {
-			return noRun(err)
-		}
-		c.reloadFlags.state = &reloadState{policy: policy, rc: rc, kopts: kopts}
-	}
 	return c.reloadFlags.run(ctx, io, log, c.Output, report)
+}
+
+// gatherKube is GatherKube for the audit: with --reload it keeps the round's inputs and policy
+// (the --config file's, flags applied) for the repair, and with --yes the session too, so that
+// post-checks and admin-quit reuse its informers instead of listing every Secret again.
+func (c *auditCmd) gatherKube(ctx context.Context, rc *rest.Config, policy config.Policy, opts gather.KubeOptions) (audit.Inputs, error) {
+	if !c.Reload {
+		return gather.KubeOnce(ctx, rc, policy, opts)
+	}
+	s, err := gather.Start(ctx, rc, policy, opts)
+	if err != nil {
+		return audit.Inputs{}, err
+	}
+	in := s.Gather(ctx, gather.Fleet)
+	if !c.Yes {
+		// A dry run observes nothing more.
+		s.Close()
+		s = nil
+	}
+	c.reloadFlags.state = &reloadState{in: in, policy: policy, rc: rc, session: s}
+	return in, nil
+}
+
+// closeReload ends what gatherKube kept open.
+func (r *reloadFlags) closeReload() {
+	if r.state != nil && r.state.session != nil {
+		r.state.session.Close()
+		r.state.session = nil
+	}
 }
 
 // reloadReport is what -o json prints with --reload: the audit report with the reload results
@@ -138,37 +122,32 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 	}
 	st := r.state
 	kubeMode := st.rc != nil
-	opt := remediate.Options{Kubernetes: kubeMode, Strategy: remediate.Strategy(r.ReloadStrategy),
-		Budget: r.ReloadBudget, Cooldown: r.ReloadCooldown, Now: time.Now()}
-	exe := &remediate.Executor{Log: log, Timeout: r.ReloadTimeout, RefusalWait: r.ReloadRefusalWait,
-		DrainWait: r.ReloadDrainWait, Command: strings.Fields(r.ReloadExec),
+	opt := r.Repair.Options(kubeMode, time.Now())
+	exe := &remediate.Executor{Log: log, Command: strings.Fields(r.ReloadExec),
 		// Counted like serve --remediate does; a one-shot audit has no /metrics to expose them on.
 		Metrics: newRepairMetrics()}
+	r.Repair.Configure(exe)
+	in := st.in
 	if kubeMode {
-		k, err := newKubeReload(ctx, st, r.leaseNamespace(), log)
+		client, err := kubeapi.NewForConfig(st.rc)
 		if err != nil {
+			return noRun(fmt.Errorf("reload: kubernetes client: %w", err))
+		}
+		exe.Client = client
+		if in, err = remediate.PrepareKube(ctx, client, exe.LeaseNamespace, report, st.in, &opt); err != nil {
 			return noRun(fmt.Errorf("reload: %w", err))
 		}
-		defer k.close()
-		exe.LeaseNamespace = k.leaseNS
-		if err := k.prepare(ctx, report, &opt); err != nil {
-			return noRun(fmt.Errorf("reload: %w", err))
-		}
-		exe.Client = k.client
 		if r.Yes {
-			// The post-check observes the cluster again: start watching only when acting.
-			if err := k.startSession(ctx); err != nil {
-				return noRun(fmt.Errorf("reload post-check: %w", err))
-			}
-			exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
+			exe.Verify = remediate.NewVerifier(observer(st.session), st.policy, time.Now)
+			exe.OpenAdmin = openAdmin(st.session)
 			// A workload blocked by an earlier failed action is released once the audit shows
 			// it healthy again.
 			exe.RecoverBlocked(ctx, remediate.HealthyWorkloads(report))
 		}
 	} else {
-		exe.Verify = st.verifyLocal
+		exe.Verify = remediate.NewVerifier(st.observeLocal, st.policy, time.Now)
 	}
-	actions := remediate.Plan(report, st.in, opt)
+	actions := remediate.Plan(report, in, opt)
 	results := exe.Run(ctx, actions, !r.Yes)
 
 	if err := renderReload(io.Out, output, !r.Yes, results, report); err != nil {
@@ -214,7 +193,7 @@ func renderReload(w io.Writer, output string, dryRun bool, results []remediate.R
 	for _, res := range results {
 		target := res.Target.Envoy
 		if target == "" {
-			target = res.Target.Namespace + "/" + res.Target.Workload
+			target = res.Target.Namespace + "/" + res.Target.Workload.Ref()
 		}
 		outcome := res.Outcome
 		switch {
@@ -236,86 +215,9 @@ func renderReload(w io.Writer, output string, dryRun bool, results []remediate.R
 	return tw.Flush()
 }
 
-// staleCodes are the findings that make a post-check fail for an Envoy.
-var staleCodes = []audit.Code{audit.StaleServed, audit.StaleLoaded, audit.StaleProcess, audit.Unreachable,
-	audit.RotationFailed, audit.LoadedServedMismatch}
-
-// checkConverged is the post-check on a fresh audit: every named Envoy was observed, each of its
-// bindings is converged, none of its findings says stale or unreachable, and every handshake
-// returned the desired leaf of a bound source. It returns what it saw.
-func checkConverged(in audit.Inputs, rep audit.Report, envoys []string) (string, error) {
-	desired := map[string][]string{} // source → desired leaf fingerprints (one per merged item)
-	for _, o := range in.Desired {
-		for _, it := range o.Items {
-			if len(it.Chain) > 0 {
-				desired[o.Source.Name] = append(desired[o.Source.Name], pki.Fingerprint(it.Chain[0]))
-			}
-		}
-	}
-	var saw []string
-	for _, name := range envoys {
-		i := slices.IndexFunc(in.Envoys, func(ev audit.EnvoyView) bool { return ev.Config.Name == name })
-		if i < 0 {
-			return "", fmt.Errorf("%s not observed yet", name)
-		}
-		ev := in.Envoys[i]
-		for _, f := range rep.Findings {
-			if f.Subject.Envoy == name && slices.Contains(staleCodes, f.Code) {
-				return "", fmt.Errorf("%s: %s: %s", name, f.Code, f.Message)
-			}
-		}
-		var bound []string
-		for _, b := range rep.Bindings {
-			if b.Envoy != name {
-				continue
-			}
-			if b.State != audit.StateConverged {
-				return "", fmt.Errorf("%s: binding to %s is %s", name, b.Source, b.State)
-			}
-			bound = append(bound, b.Source)
-		}
-		if len(bound) == 0 {
-			return "", fmt.Errorf("%s: no certificate binding observed yet", name)
-		}
-		served := 0
-		for _, res := range ev.Served {
-			if len(res.Chain) == 0 {
-				return "", fmt.Errorf("%s: handshake with %s (SNI %q) failed: %s", name, res.Target.Address, res.Target.SNI, res.Reason)
-			}
-			fp := pki.Fingerprint(res.Chain[0])
-			ok := false
-			for _, s := range bound {
-				ok = ok || slices.Contains(desired[s], fp)
-			}
-			if !ok {
-				return "", fmt.Errorf("%s: %s serves sha256 %s, not the desired certificate of %s", name, res.Target.Address, short(fp), strings.Join(bound, ", "))
-			}
-			served++
-		}
-		saw = append(saw, fmt.Sprintf("%s serves the desired leaf of %s (sha256 %s) in %d handshakes",
-			name, strings.Join(bound, ", "), short(firstOr(desired[bound[0]])), served))
-	}
-	return strings.Join(saw, "; "), nil
-}
-
-func firstOr(xs []string) string {
-	if len(xs) == 0 {
-		return "?"
-	}
-	return xs[0]
-}
-
-func short(fp string) string {
-	if len(fp) > 16 {
-		return fp[:16]
-	}
-	return fp
-}
-
-// verifyLocal re-gathers the named local Envoys and audits them.
-func (st *reloadState) verifyLocal(ctx context.Context, _ remediate.Action, envoys []string) (string, error) {
+// observeLocal gathers the named local Envoys again, for the post-check.
+func (st *reloadState) observeLocal(ctx context.Context, envoys []string) audit.Inputs {
 	cfg := *st.cfg
 	cfg.Envoys = slices.DeleteFunc(slices.Clone(cfg.Envoys), func(e config.Envoy) bool { return !slices.Contains(envoys, e.Name) })
-	in := gather.Local(ctx, &cfg, gather.Fleet, st.gopts)
-	return checkConverged(in, audit.Run(in, st.policy, time.Now()), envoys)
+	return gather.Local(ctx, &cfg, gather.Fleet, st.gopts)
 }

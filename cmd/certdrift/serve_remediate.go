@@ -15,26 +15,23 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/collector"
-	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
 
 // remediateFlags are `certdrift serve --remediate`: `audit --reload --yes` after every complete
-// round of the exporter, by the one replica that holds the election Lease. Off by default.
+// round of the exporter, by the one replica that holds the election Lease. Off by default. The
+// repair policy is audit's (--reload-*); the flags here are the election's.
 type remediateFlags struct {
-	Remediate               bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
-	RemediateDryRun         bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
-	RemediateLeaseName      string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on."`
-	RemediateLeaseNamespace string        `name:"remediate-lease-namespace" env:"CERTDRIFT_REMEDIATE_LEASE_NAMESPACE" help:"certdrift's own namespace, where the election Lease and every workload's reload record Lease live; the same namespace as audit --reload-lease-namespace (default: $POD_NAMESPACE)."`
-	RemediateIdentity       string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
-	RemediateStrategy       string        `name:"remediate-strategy" default:"" enum:",evict,rollout-restart,admin-quit" env:"CERTDRIFT_REMEDIATE_STRATEGY" help:"Strategy for pods without a certdrift.dev/reload-strategy annotation (default: evict; rollout-restart for STALE_PROCESS)."`
-	RemediateBudget         int           `name:"remediate-budget" default:"1" env:"CERTDRIFT_REMEDIATE_BUDGET" help:"Most reload actions per round."`
-	RemediateCooldown       time.Duration `name:"remediate-cooldown" default:"10m" env:"CERTDRIFT_REMEDIATE_COOLDOWN" help:"Least time between two reload rounds of one workload (a Lease per workload)."`
-	RemediateTimeout        time.Duration `name:"remediate-timeout" default:"3m" env:"CERTDRIFT_REMEDIATE_TIMEOUT" help:"Deadline of one action: eviction or restart, wait for the replacement, post-check."`
-	RemediateRefusalWait    time.Duration `name:"remediate-refusal-wait" default:"30s" env:"CERTDRIFT_REMEDIATE_REFUSAL_WAIT" help:"How long a refused eviction is retried before it counts as refused."`
-	RemediateDrainWait      time.Duration `name:"remediate-drain-wait" default:"5s" env:"CERTDRIFT_REMEDIATE_DRAIN_WAIT" help:"admin-quit: pause between /drain_listeners?graceful and /quitquitquit."`
-	RemediateLeaseDuration  time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
+	Remediate              bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
+	RemediateDryRun        bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
+	RemediateLeaseName     string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on, in --reload-lease-namespace."`
+	RemediateIdentity      string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
+	RemediateLeaseDuration time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
+	// The repair policy, shared with audit --reload (remediate.Policy). Its flags were
+	// --remediate-strategy, --remediate-budget, … here; those names still work (hidden).
+	//lint:ignore SA5008 kong reads every set: entry of a tag (one kong variable each), not only the first
+	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=1" set:"reload_per=round" set:"reload_strategies=,evict,rollout-restart,admin-quit" set:"reload_lease_default="`
 }
 
 func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
@@ -44,29 +41,18 @@ func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
 		}
 		return nil
 	}
-	if f.RemediateLeaseNamespace == "" {
-		f.RemediateLeaseNamespace = os.Getenv("POD_NAMESPACE")
-	}
 	switch {
 	case !kubeMode:
 		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
 	case totalShards > 1:
 		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
 		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
-	case f.RemediateLeaseNamespace == "":
-		return errors.New("--remediate needs --remediate-lease-namespace (or POD_NAMESPACE) for its election and reload record Leases")
 	case f.RemediateLeaseName == "":
 		return errors.New("--remediate-lease-name must not be empty")
-	case f.RemediateBudget < 0:
-		return fmt.Errorf("--remediate-budget %d: must not be negative", f.RemediateBudget)
-	case f.RemediateCooldown < 0 || f.RemediateRefusalWait < 0 || f.RemediateDrainWait < 0:
-		return errors.New("--remediate-cooldown, --remediate-refusal-wait and --remediate-drain-wait must not be negative")
-	case f.RemediateTimeout <= 0:
-		return fmt.Errorf("--remediate-timeout %s: must be positive", f.RemediateTimeout)
 	case f.RemediateLeaseDuration < 2*time.Second:
 		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", f.RemediateLeaseDuration)
 	}
-	return nil
+	return f.Repair.Validate(remediate.CommandServe)
 }
 
 // remediator is the exporter's repair: rounds go to remediate.Continuous, which runs act in the
@@ -84,7 +70,7 @@ type remediator struct {
 	// workload's Lease is read when it turns healthy, not in every round; all of them are read
 	// again once per cooldown (sweptAt), which covers blocks written while this replica did not
 	// lead. Only the worker goroutine touches them.
-	healthy map[string]bool
+	healthy map[remediate.Workload]bool
 	sweptAt time.Time
 }
 
@@ -113,13 +99,13 @@ func (x *exporter) newRemediator() (*remediator, error) {
 	}
 	lease := f.RemediateLeaseDuration
 	r.cont = &remediate.Continuous{
-		Lease: remediate.LeaseConfig{Client: client, Namespace: f.RemediateLeaseNamespace, Name: f.RemediateLeaseName,
+		Lease: remediate.LeaseConfig{Client: client, Namespace: f.Repair.LeaseNamespace, Name: f.RemediateLeaseName,
 			Identity: id, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 7},
 		Act: r.act,
 		Log: r.log,
 	}
-	r.log.Info("remediate enabled", "lease", f.RemediateLeaseNamespace+"/"+f.RemediateLeaseName, "identity", id,
-		"dry_run", f.RemediateDryRun, "budget", f.RemediateBudget, "cooldown", f.RemediateCooldown.String())
+	r.log.Info("remediate enabled", "lease", f.Repair.LeaseNamespace+"/"+f.RemediateLeaseName, "identity", id,
+		"dry_run", f.RemediateDryRun, "budget", f.Repair.Budget, "cooldown", f.Repair.Cooldown.String())
 	return r, nil
 }
 
@@ -183,53 +169,47 @@ func (r *remediator) offer(round collector.Round) {
 // recover releases the blocked workloads that turned healthy since the last round (all
 // healthy ones once per cooldown).
 func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep audit.Report) {
-	now := map[string]bool{}
-	all := time.Since(r.sweptAt) >= max(r.f.RemediateCooldown, time.Minute)
+	now := map[remediate.Workload]bool{}
+	all := time.Since(r.sweptAt) >= max(r.f.Repair.Cooldown, time.Minute)
 	if all {
 		r.sweptAt = time.Now()
 	}
-	var check []string
-	for _, k := range remediate.HealthyWorkloads(rep) {
-		now[k] = true
-		if all || !r.healthy[k] {
-			check = append(check, k)
+	var check []remediate.Workload
+	for _, w := range remediate.HealthyWorkloads(rep) {
+		now[w] = true
+		if all || !r.healthy[w] {
+			check = append(check, w)
 		}
 	}
 	r.healthy = now
 	exe.RecoverBlocked(ctx, check)
 }
 
-// act is one round's repair, as `audit --reload --yes` does it: read the stale pods' owners,
-// annotations and cooldown Leases, plan, and carry the plan out one action at a time with the
-// post-check observing the cluster through the exporter's own session.
+// act is one round's repair, as `audit --reload --yes` does it: read the stale pods'
+// annotations and their workloads' cooldown Leases (owners come from the round's pod context),
+// plan, and carry the plan out one action at a time with the post-check observing the cluster
+// through the exporter's own session.
 func (r *remediator) act(ctx context.Context, w remediate.Work) {
 	f := r.f
-	policy := r.x.policy()
-	kopts, err := r.x.c.kubeFlags.options(gather.Options{Timeout: policy.Timeout.D(), Concurrency: r.x.c.Concurrency, Log: r.log})
+	opt := f.Repair.Options(true, time.Now())
+	in, err := remediate.PrepareKube(ctx, r.client, f.Repair.LeaseNamespace, w.Report, w.Inputs, &opt)
 	if err != nil {
-		r.log.Error("remediate: options", "err", err)
-		return
-	}
-	k := &kubeReload{st: &reloadState{policy: policy, kopts: kopts}, client: r.client, session: r.x.kube, log: r.log,
-		leaseNS: f.RemediateLeaseNamespace}
-	opt := remediate.Options{Kubernetes: true, Strategy: remediate.Strategy(f.RemediateStrategy),
-		Budget: f.RemediateBudget, Cooldown: f.RemediateCooldown, Now: time.Now()}
-	if err := k.prepare(ctx, w.Report, &opt); err != nil {
 		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
 		return
 	}
-	exe := &remediate.Executor{Client: r.client, LeaseNamespace: f.RemediateLeaseNamespace, Log: r.log, Timeout: f.RemediateTimeout, RefusalWait: f.RemediateRefusalWait,
-		DrainWait: f.RemediateDrainWait, Metrics: r.metrics}
+	exe := &remediate.Executor{Client: r.client, Log: r.log, Metrics: r.metrics}
+	f.Repair.Configure(exe)
 	if !f.RemediateDryRun {
-		exe.Verify, exe.OpenAdmin = k.verify, k.openAdmin
+		exe.Verify = remediate.NewVerifier(observer(r.x.kube), r.x.policy(), time.Now)
+		exe.OpenAdmin = openAdmin(r.x.kube)
 		r.recover(ctx, exe, w.Report)
 	}
-	actions := remediate.Plan(w.Report, k.st.in, opt)
+	actions := remediate.Plan(w.Report, in, opt)
 	results := exe.Run(ctx, actions, f.RemediateDryRun)
 	var blocked []collector.BlockedWorkload
 	for _, res := range results {
 		if res.Skip == remediate.SkipBlocked {
-			blocked = append(blocked, collector.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload, Reason: res.Reason})
+			blocked = append(blocked, collector.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload.Ref(), Reason: res.Reason})
 		}
 	}
 	r.metrics.SetBlocked(blocked)

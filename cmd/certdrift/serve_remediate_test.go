@@ -4,12 +4,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/certdrift/certdrift/remediate"
 )
 
 func TestRemediateFlagsValidate(t *testing.T) {
 	ok := func() remediateFlags {
-		return remediateFlags{Remediate: true, RemediateLeaseName: "certdrift-remediate", RemediateLeaseNamespace: "certdrift",
-			RemediateBudget: 1, RemediateCooldown: time.Minute, RemediateTimeout: time.Minute, RemediateLeaseDuration: 15 * time.Second}
+		return remediateFlags{Remediate: true, RemediateLeaseName: "certdrift-remediate", RemediateLeaseDuration: 15 * time.Second,
+			Repair: remediate.Policy{LeaseNamespace: "certdrift", Budget: 1, Cooldown: time.Minute, Timeout: time.Minute}}
 	}
 	cases := map[string]struct {
 		reason  string
@@ -26,13 +28,15 @@ func TestRemediateFlagsValidate(t *testing.T) {
 		"LocalMode":   {reason: "repair in the exporter is Kubernetes only", flags: ok, shards: 1, wantErr: "needs Kubernetes mode"},
 		"Sharded":     {reason: "a shard sees part of the fleet", flags: ok, kube: true, shards: 2, wantErr: "--total-shards"},
 		"NamespaceFromPod": {reason: "POD_NAMESPACE fills in the lease namespace", kube: true, shards: 1, podNS: "from-pod", wantNS: "from-pod",
-			flags: func() remediateFlags { f := ok(); f.RemediateLeaseNamespace = ""; return f }},
-		"NoNamespace": {reason: "the Lease needs a namespace", kube: true, shards: 1, wantErr: "--remediate-lease-namespace",
-			flags: func() remediateFlags { f := ok(); f.RemediateLeaseNamespace = ""; return f }},
+			flags: func() remediateFlags { f := ok(); f.Repair.LeaseNamespace = ""; return f }},
+		"NoNamespace": {reason: "the Lease needs a namespace", kube: true, shards: 1, wantErr: "--reload-lease-namespace",
+			flags: func() remediateFlags { f := ok(); f.Repair.LeaseNamespace = ""; return f }},
 		"ShortLease": {reason: "a lease shorter than 2s cannot be renewed reliably", kube: true, shards: 1, wantErr: "--remediate-lease-duration",
 			flags: func() remediateFlags { f := ok(); f.RemediateLeaseDuration = time.Second; return f }},
-		"ZeroTimeout": {reason: "an action needs a deadline", kube: true, shards: 1, wantErr: "--remediate-timeout",
-			flags: func() remediateFlags { f := ok(); f.RemediateTimeout = 0; return f }},
+		"ZeroTimeout": {reason: "an action needs a deadline", kube: true, shards: 1, wantErr: "--reload-timeout",
+			flags: func() remediateFlags { f := ok(); f.Repair.Timeout = 0; return f }},
+		"BadLeaseNamespace": {reason: "a namespace is a DNS label (serve did not check before)", kube: true, shards: 1, wantErr: "not a namespace name",
+			flags: func() remediateFlags { f := ok(); f.Repair.LeaseNamespace = "a.b"; return f }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -45,8 +49,8 @@ func TestRemediateFlagsValidate(t *testing.T) {
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("%s: error %v, want one naming %q", tc.reason, err, tc.wantErr)
 			}
-			if tc.wantNS != "" && f.RemediateLeaseNamespace != tc.wantNS {
-				t.Errorf("%s: lease namespace %q, want %q", tc.reason, f.RemediateLeaseNamespace, tc.wantNS)
+			if tc.wantNS != "" && f.Repair.LeaseNamespace != tc.wantNS {
+				t.Errorf("%s: lease namespace %q, want %q", tc.reason, f.Repair.LeaseNamespace, tc.wantNS)
 			}
 		})
 	}
