@@ -14,7 +14,8 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/kubeapi"
+	"github.com/certdrift/certdrift/probe/kube/inventory"
 )
 
 // kubeRestConfig loads the client configuration from a kubeconfig file and optional context.
@@ -70,7 +71,7 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	if err != nil {
 		return noRun(err)
 	}
-	kube.RouteKlog(log)
+	kubeapi.RouteKlog(log)
 	start := time.Now()
 	if c.InventoryOnly {
 		return inventoryOnly(ctx, io, rc, opts, start)
@@ -87,7 +88,7 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 // inventoryOnly runs the Secret/ConfigMap inventory to its initial sync and prints its size: the
 // path test/scale times against a bare list loop. Nothing of the Secrets is printed.
 func inventoryOnly(ctx context.Context, io *streams, rc *rest.Config, opt gather.KubeOptions, start time.Time) error {
-	inv, err := kube.New(rc, opt.InventoryOptions())
+	inv, err := inventory.New(rc, opt.InventoryOptions())
 	if err != nil {
 		return noRun(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"path"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/files"
 )
@@ -33,12 +31,6 @@ func ParseSourceName(s string) (SourceRef, bool) {
 		return SourceRef{}, false
 	}
 	return SourceRef{Kind: kind, Namespace: ns, Name: name}, true
-}
-
-// Observations converts the inventory's current summaries into the desired view the audit judges.
-func (inv *Inventory) Observations() []files.Observation {
-	s := inv.Snapshot()
-	return s.Observations()
 }
 
 // Observations converts the snapshot into files.Observation values, one per Secret and one per
@@ -146,7 +138,45 @@ func firstErr(a, b error) error {
 }
 
 // ValidRef reports whether ns and name can name a Secret or ConfigMap: a DNS label and a DNS
-// subdomain.
+// subdomain (RFC 1123, as the API server validates them). Written here rather than taken from
+// apimachinery's validation package so that this package links no Kubernetes client code
+// (TestValidRefMatchesAPIMachinery keeps the two in step).
 func ValidRef(ns, name string) bool {
-	return ns != "" && name != "" && len(validation.IsDNS1123Label(ns)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0
+	return IsDNSLabel(ns) && IsDNSSubdomain(name)
+}
+
+// IsDNSLabel reports whether s is an RFC 1123 label: 1 to 63 lower-case letters, digits and '-',
+// starting and ending with a letter or digit (a namespace name).
+func IsDNSLabel(s string) bool { return len(s) <= 63 && labelChars(s) }
+
+// IsDNSSubdomain reports whether s is an RFC 1123 subdomain: at most 253 characters, labels
+// separated by dots (a Secret or ConfigMap name). As in apimachinery, one label of a subdomain is
+// not limited to 63 characters.
+func IsDNSSubdomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if !labelChars(label) {
+			return false
+		}
+	}
+	return true
+}
+
+// labelChars reports whether s is non-empty, of lower-case letters, digits and '-', and starts
+// and ends with a letter or digit.
+func labelChars(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
 }

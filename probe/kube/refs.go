@@ -1,6 +1,9 @@
 package kube
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // SourceRef names a Secret or ConfigMap that an Envoy pod mounts or names.
 type SourceRef struct {
@@ -44,4 +47,12 @@ func MountedRefs(t EnvoyTarget) []SourceRef {
 		}
 	}
 	return out
+}
+
+// SplitRef splits "ns/name" (or "name") into its parts.
+func SplitRef(s string) (ns, name string, hasNS bool) {
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return "", s, false
 }
