@@ -20,6 +20,7 @@ import (
 	"github.com/certdrift/certdrift/probe/kube/adminaccess"
 	"github.com/certdrift/certdrift/probe/kube/discovery"
 	"github.com/certdrift/certdrift/probe/kube/inventory"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // KubeOptions bound a Session.
@@ -213,10 +214,10 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 
 // referencedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation,
 // SDS names) or that pairings name, each once.
-func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, pairingSources []string) []kube.SourceRef {
-	var out []kube.SourceRef
-	seen := map[kube.SourceRef]bool{}
-	add := func(r kube.SourceRef) {
+func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, pairingSources []string) []ref.Source {
+	var out []ref.Source
+	seen := map[ref.Source]bool{}
+	add := func(r ref.Source) {
 		if !seen[r] {
 			seen[r] = true
 			out = append(out, r)
@@ -228,7 +229,7 @@ func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, p
 		}
 	}
 	for _, src := range pairingSources {
-		if r, ok := kube.ParseSourceName(src); ok {
+		if r, ok := ref.ParseKube(src); ok && r.Valid() {
 			add(r)
 		}
 	}
@@ -236,15 +237,15 @@ func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, p
 }
 
 // unwatchedRefs are the refs that the inventory's snapshot does not hold.
-func unwatchedRefs(inv kube.Snapshot, refs []kube.SourceRef) []kube.SourceRef {
-	have := make(map[kube.SourceRef]bool, len(inv.Secrets)+len(inv.ConfigMaps))
+func unwatchedRefs(inv kube.Snapshot, refs []ref.Source) []ref.Source {
+	have := make(map[ref.Source]bool, len(inv.Secrets)+len(inv.ConfigMaps))
 	for _, s := range inv.Secrets {
-		have[kube.SourceRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] = true
+		have[ref.Source{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] = true
 	}
 	for _, c := range inv.ConfigMaps {
-		have[kube.SourceRef{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] = true
+		have[ref.Source{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] = true
 	}
-	var out []kube.SourceRef
+	var out []ref.Source
 	for _, r := range refs {
 		if !have[r] {
 			out = append(out, r)
@@ -270,9 +271,7 @@ func shardTargets(ts []kube.EnvoyTarget, keep func(namespace, pod string) bool) 
 // podContext is what the audit needs of a pod beyond its views.
 func podContext(t kube.EnvoyTarget, risks []bind.MountRisk) *audit.PodContext {
 	pc := &audit.PodContext{Namespace: t.Namespace, Pod: t.Pod, StartedAt: t.StartTime, NoHotReload: t.NoHotReload}
-	if t.Owner.Kind != "" {
-		pc.Workload = t.Owner.Kind + "/" + t.Owner.Name
-	}
+	pc.Workload = t.Workload().String()
 	for _, c := range t.Containers {
 		if c.Name == t.EnvoyContainer && !c.StartedAt.IsZero() {
 			pc.StartedAt = c.StartedAt

@@ -4,34 +4,11 @@ import (
 	"crypto/x509"
 	"fmt"
 	"path"
-	"strings"
 
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/ref"
 )
-
-// SecretSourceName is the files.Source name of a Secret's observation: "namespace/name", the
-// form Envoy Gateway uses for SDS secret names and Istio's kubernetes://ns/name minus its scheme.
-func SecretSourceName(namespace, name string) string { return namespace + "/" + name }
-
-// ConfigMapSourceName is the files.Source name of a ConfigMap's observation.
-func ConfigMapSourceName(namespace, name string) string {
-	return "configmap:" + namespace + "/" + name
-}
-
-// ParseSourceName reads a desired source name of the Kubernetes mode ("namespace/name" for a
-// Secret, "configmap:namespace/name") back into a reference; false for anything else.
-func ParseSourceName(s string) (SourceRef, bool) {
-	kind := "Secret"
-	if rest, ok := strings.CutPrefix(s, "configmap:"); ok {
-		kind, s = "ConfigMap", rest
-	}
-	ns, name, ok := strings.Cut(s, "/")
-	if !ok || !ValidRef(ns, name) {
-		return SourceRef{}, false
-	}
-	return SourceRef{Kind: kind, Namespace: ns, Name: name}, true
-}
 
 // Observations converts the snapshot into files.Observation values, one per Secret and one per
 // ConfigMap. Paths are "namespace/name/key" (never a real file path, so they cannot be mistaken
@@ -43,7 +20,7 @@ func (s *Snapshot) Observations() []files.Observation {
 	for i := range s.Secrets {
 		sec := s.Secrets[i]
 		o := files.Observation{
-			Source:    files.Source{Name: SecretSourceName(sec.Namespace, sec.Name)},
+			Source:    files.Source{Name: ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name}.String()},
 			ChangedAt: sec.ChangedAt,
 			Err:       sec.Err,
 		}
@@ -55,7 +32,7 @@ func (s *Snapshot) Observations() []files.Observation {
 	for i := range s.ConfigMaps {
 		cm := &s.ConfigMaps[i]
 		o := files.Observation{
-			Source:    files.Source{Name: ConfigMapSourceName(cm.Namespace, cm.Name)},
+			Source:    files.Source{Name: ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name}.String()},
 			ChangedAt: cm.ChangedAt,
 			Err:       cm.Err,
 		}
@@ -138,45 +115,5 @@ func firstErr(a, b error) error {
 }
 
 // ValidRef reports whether ns and name can name a Secret or ConfigMap: a DNS label and a DNS
-// subdomain (RFC 1123, as the API server validates them). Written here rather than taken from
-// apimachinery's validation package so that this package links no Kubernetes client code
-// (TestValidRefMatchesAPIMachinery keeps the two in step).
-func ValidRef(ns, name string) bool {
-	return IsDNSLabel(ns) && IsDNSSubdomain(name)
-}
-
-// IsDNSLabel reports whether s is an RFC 1123 label: 1 to 63 lower-case letters, digits and '-',
-// starting and ending with a letter or digit (a namespace name).
-func IsDNSLabel(s string) bool { return len(s) <= 63 && labelChars(s) }
-
-// IsDNSSubdomain reports whether s is an RFC 1123 subdomain: at most 253 characters, labels
-// separated by dots (a Secret or ConfigMap name). As in apimachinery, one label of a subdomain is
-// not limited to 63 characters.
-func IsDNSSubdomain(s string) bool {
-	if len(s) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(s, ".") {
-		if !labelChars(label) {
-			return false
-		}
-	}
-	return true
-}
-
-// labelChars reports whether s is non-empty, of lower-case letters, digits and '-', and starts
-// and ends with a letter or digit.
-func labelChars(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0 && i < len(s)-1:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// subdomain, as the API server validates them.
+func ValidRef(ns, name string) bool { return ref.IsDNSLabel(ns) && ref.IsDNSSubdomain(name) }

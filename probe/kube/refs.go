@@ -3,28 +3,16 @@ package kube
 import (
 	"slices"
 	"strings"
+
+	"github.com/certdrift/certdrift/ref"
 )
-
-// SourceRef names a Secret or ConfigMap that an Envoy pod mounts or names.
-type SourceRef struct {
-	Kind            string // "Secret" or "ConfigMap"
-	Namespace, Name string
-}
-
-// Source is the desired source name of the reference.
-func (r SourceRef) Source() string {
-	if r.Kind == "ConfigMap" {
-		return ConfigMapSourceName(r.Namespace, r.Name)
-	}
-	return SecretSourceName(r.Namespace, r.Name)
-}
 
 // MountedRefs lists the Secrets and ConfigMaps mounted into the Envoy container (every container
 // when it is unknown; never the service account token volume's kube-root-ca.crt) and the Secrets
 // certdrift.dev/secrets declares, each once.
-func MountedRefs(t EnvoyTarget) []SourceRef {
-	var out []SourceRef
-	add := func(r SourceRef) {
+func MountedRefs(t EnvoyTarget) []ref.Source {
+	var out []ref.Source
+	add := func(r ref.Source) {
 		if r.Name != "" && !slices.Contains(out, r) {
 			out = append(out, r)
 		}
@@ -38,12 +26,12 @@ func MountedRefs(t EnvoyTarget) []SourceRef {
 			continue
 		}
 		for _, src := range vols[m.Volume].Sources {
-			add(SourceRef{Kind: src.Kind, Namespace: t.Namespace, Name: src.Name})
+			add(ref.Source{Kind: src.Kind, Namespace: t.Namespace, Name: src.Name})
 		}
 	}
 	for _, d := range t.DeclaredSecrets {
 		if ns, name, ok := SplitRef(d); ok {
-			add(SourceRef{Kind: "Secret", Namespace: ns, Name: name})
+			add(ref.Source{Kind: ref.Secret, Namespace: ns, Name: name})
 		}
 	}
 	return out

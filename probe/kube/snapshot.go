@@ -1,6 +1,10 @@
 package kube
 
-import "time"
+import (
+	"time"
+
+	"github.com/certdrift/certdrift/ref"
+)
 
 // Snapshot is the desired view at one moment: the inventory's summaries (each store read once
 // under its lock; summaries are immutable, so later events never change a Snapshot), or the
@@ -37,7 +41,7 @@ const (
 // known summary.
 type Change struct {
 	Op        ChangeOp
-	Kind      string // "Secret" or "ConfigMap"
+	Kind      ref.Kind // ref.Secret or ref.ConfigMap
 	Namespace string
 	Name      string
 	Secret    *SecretSummary

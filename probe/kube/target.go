@@ -1,6 +1,10 @@
 package kube
 
-import "time"
+import (
+	"time"
+
+	"github.com/certdrift/certdrift/ref"
+)
 
 // Preset names a way Envoy is deployed, which says where its admin listens.
 type Preset string
@@ -74,8 +78,19 @@ type EnvoyTarget struct {
 	Mounts  []VolumeMount // mounts of those volumes, all containers
 }
 
-// Key is "namespace/pod".
-func (t EnvoyTarget) Key() string { return t.Namespace + "/" + t.Pod }
+// Key is "namespace/pod", the Envoy's name in reports.
+func (t EnvoyTarget) Key() string { return t.Ref().String() }
+
+// Ref is the pod as an Envoy reference.
+func (t EnvoyTarget) Ref() ref.Envoy { return ref.Envoy{Namespace: t.Namespace, Pod: t.Pod} }
+
+// Workload is the pod's owner; the zero Workload (String "") for a bare pod.
+func (t EnvoyTarget) Workload() ref.Workload {
+	if t.Owner.Kind == "" {
+		return ref.Workload{}
+	}
+	return ref.Workload{Namespace: t.Namespace, Kind: t.Owner.Kind, Name: t.Owner.Name}
+}
 
 // Owner is the workload a pod belongs to: Deployment (through its ReplicaSet), DaemonSet,
 // StatefulSet, or the direct owner of another kind; empty for a bare pod.
@@ -122,7 +137,7 @@ type PodVolume struct {
 
 // VolumeSource is a secret or configMap volume, or one source of a projected volume.
 type VolumeSource struct {
-	Kind     string // "Secret" or "ConfigMap"
+	Kind     ref.Kind // ref.Secret or ref.ConfigMap
 	Name     string
 	Items    []KeyPath `json:",omitempty"` // empty: every key, as a file of its name
 	Optional bool      `json:",omitempty"`

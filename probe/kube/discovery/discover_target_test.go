@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -268,7 +269,7 @@ func TestNoReloadTarget(t *testing.T) {
 	if !tg.StartTime.Equal(started.Time) {
 		t.Errorf("start time %v, want %v", tg.StartTime, started.Time)
 	}
-	want := []kube.SourceRef{{Kind: "Secret", Namespace: "envoy-gateway-system", Name: "envoy"}}
+	want := []ref.Source{{Kind: "Secret", Namespace: "envoy-gateway-system", Name: "envoy"}}
 	if diff := cmp.Diff(want, kube.MountedRefs(*tg)); diff != "" {
 		t.Errorf("the mounted Secret: -want +got:\n%s", diff)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/probe/kube/internal/listwatch"
+	"github.com/certdrift/certdrift/ref"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -14,7 +15,7 @@ func (inv *Inventory) handler(s *listwatch.Source) cache.ResourceEventHandler {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		c := kube.Change{Op: op, Kind: s.Kind, Initial: initial}
+		c := kube.Change{Op: op, Kind: ref.Kind(s.Kind), Initial: initial}
 		switch e := obj.(type) {
 		case *secretEntry:
 			c.Namespace, c.Name, c.Secret = e.Summary.Namespace, e.Summary.Name, e.Summary

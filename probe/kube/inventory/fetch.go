@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,9 +43,9 @@ const (
 // but Opaque) or Options.Layouts (Opaque), and CAOnlyLayouts after them. A reference that does
 // not exist is left out (the audit sees a binding without its source); one that could not be
 // read is a summary with Err, so the gap is reported.
-func (inv *Inventory) Fetch(ctx context.Context, refs []kube.SourceRef) kube.Snapshot {
+func (inv *Inventory) Fetch(ctx context.Context, refs []ref.Source) kube.Snapshot {
 	snap := kube.Snapshot{At: inv.opts.Now(), Synced: true}
-	var todo []kube.SourceRef
+	var todo []ref.Source
 	for _, r := range refs {
 		if r.Name == "" || !inv.inScope(r.Namespace) || slices.Contains(todo, r) {
 			continue
@@ -75,7 +76,7 @@ func (inv *Inventory) Fetch(ctx context.Context, refs []kube.SourceRef) kube.Sna
 	return snap
 }
 
-func (inv *Inventory) addFetched(mu *sync.Mutex, snap *kube.Snapshot, r kube.SourceRef, sec *kube.SecretSummary, cm *kube.ConfigMapSummary, err error) {
+func (inv *Inventory) addFetched(mu *sync.Mutex, snap *kube.Snapshot, r ref.Source, sec *kube.SecretSummary, cm *kube.ConfigMapSummary, err error) {
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
@@ -92,7 +93,7 @@ func (inv *Inventory) addFetched(mu *sync.Mutex, snap *kube.Snapshot, r kube.Sou
 
 // fetchOne reads one reference: nil summaries and no error when it does not exist, is filtered
 // out, or holds no certificate or bundle.
-func (inv *Inventory) fetchOne(ctx context.Context, r kube.SourceRef) (*kube.SecretSummary, *kube.ConfigMapSummary, error) {
+func (inv *Inventory) fetchOne(ctx context.Context, r ref.Source) (*kube.SecretSummary, *kube.ConfigMapSummary, error) {
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
 	get := metav1.GetOptions{ResourceVersion: "0"}

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/probe/kube/internal/kubetest"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -41,7 +41,7 @@ func TestFetch(t *testing.T) {
 			t.Fatalf("create configmap: %v", err)
 		}
 	}
-	refs := []kube.SourceRef{{Kind: "Secret", Namespace: ns, Name: "web-ca"}, {Kind: "Secret", Namespace: ns, Name: "password"}, {Kind: "Secret", Namespace: ns, Name: "web-tls"}, {Kind: "Secret", Namespace: ns, Name: "gone"},
+	refs := []ref.Source{{Kind: "Secret", Namespace: ns, Name: "web-ca"}, {Kind: "Secret", Namespace: ns, Name: "password"}, {Kind: "Secret", Namespace: ns, Name: "web-tls"}, {Kind: "Secret", Namespace: ns, Name: "gone"},
 		{Kind: "ConfigMap", Namespace: ns, Name: "bundle"}, {Kind: "ConfigMap", Namespace: ns, Name: "envoy-config"}, {Kind: "Secret", Namespace: other, Name: "web-ca"}, {Kind: "Secret", Namespace: ns, Name: "web-ca"}}
 
 	inv, err := New(tb.Config, Options{Namespaces: []string{ns}})
