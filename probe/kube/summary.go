@@ -140,7 +140,7 @@ type ConfigMapSummary struct {
 	ChangedHow      ChangedHow `json:"changed_how"`
 	// Bundles holds one entry per key whose value looks like PEM certificates, sorted by key.
 	Bundles []KeyBundle `json:"bundles"`
-	// Err is set when the ConfigMap could not be read at all (Inventory.Fetch).
+	// Err is set when the ConfigMap could not be read at all (inventory.Inventory.Fetch).
 	Err error `json:"-"`
 }
 

@@ -237,7 +237,7 @@ func (d *Discovery) Run(ctx context.Context) error {
 	return listwatch.Run(ctx, &d.started, d.log, "envoy discovery", d.sources)
 }
 
-// WaitSynced is Inventory.WaitSynced for pods: nil once every informer has listed, the
+// WaitSynced is inventory.Inventory.WaitSynced for pods: nil once every informer has listed, the
 // AccessError when RBAC refuses one, or an error naming the unsynced sources when ctx ends.
 func (d *Discovery) WaitSynced(ctx context.Context) error {
 	return listwatch.WaitSynced(ctx, "envoy discovery", d.host, d.sources)

@@ -1,3 +1,7 @@
+// Package listwatch is the list/watch machinery the inventory and discovery share: a paged
+// ListerWatcher that decodes protobuf pages one object at a time (liststream.go) and summarizes
+// them in parallel while the GC runs eagerly (gcpace.go), informers run and awaited as a set, and
+// the error that names a missing RBAC rule.
 package listwatch
 
 import (
