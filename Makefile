@@ -52,7 +52,7 @@ test-unit: deps
 # cmd/certdrift. Only the tests that exercise that concurrency run here (race builds run several
 # times slower; the whole suite already ran without it), which keeps this pass to a few minutes.
 RACE_PKGS ?= ./collector ./internal/connlimit ./probe/netbudget ./probe/envoyadmin ./probe/tlsprobe \
-  ./probe/files ./probe/kube ./remediate ./gather ./cmd/certdrift
+  ./probe/files ./probe/kube/inventory ./probe/kube/adminaccess ./remediate ./gather ./cmd/certdrift
 RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerFormats \
   TestIdleEvictedForNew TestBusyNotEvicted TestCloseDropsIdleKeepsBusy TestGrowWaitsForRelease \
   TestGrowEndsWithContext TestHoldersDoNotDeadlock TestReadAllWaitsThenFailsAtDeadline \

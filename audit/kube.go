@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // This file holds the checks that need the pod context of the Kubernetes mode (EnvoyView.Pod):
@@ -49,10 +49,10 @@ func (s scope) allows(d *desiredCert) bool {
 }
 
 // sourceNamespace is the namespace of a Kubernetes-mode source name: "ns/secret" or
-// "configmap:ns/name".
+// "configmap:ns/name" ("" for another name).
 func sourceNamespace(source string) string {
-	ns, _, _ := strings.Cut(strings.TrimPrefix(source, "configmap:"), "/")
-	return ns
+	src, _ := ref.ParseKube(source)
+	return src.Namespace
 }
 
 // checkProcess reports what a pod's process cannot have picked up: a Secret mounted with subPath

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
+
+	"github.com/certdrift/certdrift/ref"
 )
 
 // Validate checks references and required fields, returning every problem at once.
@@ -97,8 +98,7 @@ func (c *Config) ValidateCluster() error {
 	}
 	for i, p := range c.Pairings {
 		for _, r := range []struct{ where, source string }{{"bundle", p.Bundle.Source}, {"leaf", p.Leaf.Source}} {
-			ns, name, ok := strings.Cut(strings.TrimPrefix(r.source, "configmap:"), "/")
-			if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			if _, ok := ref.ParseKube(r.source); !ok {
 				bad("pairings[%d].%s.source %q: want namespace/name of a Secret (or configmap:namespace/name)", i, r.where, r.source)
 			}
 		}

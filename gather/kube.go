@@ -17,21 +17,25 @@ import (
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/probe/kube/adminaccess"
+	"github.com/certdrift/certdrift/probe/kube/discovery"
+	"github.com/certdrift/certdrift/probe/kube/inventory"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // KubeOptions bound a Session.
 type KubeOptions struct {
 	Namespaces []string
-	// Selectors and Presets narrow Envoy discovery (kube.DiscoveryOptions).
+	// Selectors and Presets narrow Envoy discovery (discovery.Options).
 	Selectors   []string
 	Presets     []kube.Preset
-	AdminMode   kube.AdminMode
+	AdminMode   adminaccess.Mode
 	SyncTimeout time.Duration
-	// The inventory's server-side filters (kube.Options): excluded namespaces, Secret types,
+	// The inventory's server-side filters (inventory.Options): excluded namespaces, Secret types,
 	// Opaque layouts, label selectors, CA-bundle ConfigMaps.
 	ExcludeNamespaces []string
 	SecretTypes       []string
-	Layouts           []kube.Layout
+	Layouts           []inventory.Layout
 	SecretSelector    string
 	ConfigMapSelector string
 	ConfigMapNames    []string
@@ -58,9 +62,9 @@ type KubeOptions struct {
 // Envoy discovery stay current between rounds, so a one-shot audit lists once and the exporter
 // keeps watching. Start it with Start, take rounds with Gather, stop it with Close.
 type Session struct {
-	inv    *kube.Inventory
-	disc   *kube.Discovery
-	dialer *kube.AdminDialer
+	inv    *inventory.Inventory
+	disc   *discovery.Discovery
+	dialer *adminaccess.Dialer
 	policy config.Policy
 	opt    KubeOptions
 	stop   context.CancelFunc
@@ -83,16 +87,16 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 		opt.SyncTimeout = 30 * time.Second
 	}
 	log := opt.Log
-	inv, err := kube.New(rc, opt.InventoryOptions())
+	inv, err := inventory.New(rc, opt.InventoryOptions())
 	if err != nil {
 		return nil, err
 	}
-	disc, err := kube.NewDiscovery(rc, kube.DiscoveryOptions{Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
+	disc, err := discovery.New(rc, discovery.Options{Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
 		Selectors: opt.Selectors, Presets: opt.Presets, QPS: opt.QPS, Burst: opt.Burst, Logger: log, OnChange: opt.OnTargetChange})
 	if err != nil {
 		return nil, err
 	}
-	dialer, err := kube.NewAdminDialer(rc, kube.AdminAccessOptions{Mode: opt.AdminMode, Logger: log})
+	dialer, err := adminaccess.New(rc, adminaccess.Options{Mode: opt.AdminMode, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -112,9 +116,9 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 	return s, nil
 }
 
-// InventoryOptions are the kube.Options these KubeOptions ask for.
-func (opt KubeOptions) InventoryOptions() kube.Options {
-	return kube.Options{
+// InventoryOptions are the inventory.Options these KubeOptions ask for.
+func (opt KubeOptions) InventoryOptions() inventory.Options {
+	return inventory.Options{
 		Namespaces: opt.Namespaces, ExcludeNamespaces: opt.ExcludeNamespaces,
 		SecretTypes: opt.SecretTypes, Layouts: opt.Layouts, SecretSelector: opt.SecretSelector,
 		ConfigMapSelector: opt.ConfigMapSelector, ConfigMapNames: opt.ConfigMapNames,
@@ -130,12 +134,12 @@ func (s *Session) Close() {
 }
 
 // Inventory and Discovery expose the informers, for health and metrics.
-func (s *Session) Inventory() *kube.Inventory { return s.inv }
-func (s *Session) Discovery() *kube.Discovery { return s.disc }
+func (s *Session) Inventory() *inventory.Inventory { return s.inv }
+func (s *Session) Discovery() *discovery.Discovery { return s.disc }
 
 // OpenAdmin reaches a discovered pod's Envoy admin the way rounds do (pod IP or port-forward);
 // the caller closes the connection.
-func (s *Session) OpenAdmin(ctx context.Context, namespace, pod string) (*kube.AdminConn, error) {
+func (s *Session) OpenAdmin(ctx context.Context, namespace, pod string) (*adminaccess.Conn, error) {
 	for _, t := range s.disc.Targets(ctx).Targets {
 		if t.Namespace == namespace && t.Pod == pod {
 			return s.dialer.Open(ctx, t)
@@ -158,7 +162,7 @@ func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt Ku
 // (desired), every discovered Envoy pod's admin (loaded, directly or through port-forward) and a
 // handshake per pod IP, TLS port and SNI (served), with bindings from each pod's spec. Secrets
 // and ConfigMaps that pods mount or name (or that pairings name) but the informers do not watch
-// are read by name (kube.Inventory.Fetch): a trust bundle in an Opaque Secret or a ConfigMap is
+// are read by name (inventory.Inventory.Fetch): a trust bundle in an Opaque Secret or a ConfigMap is
 // desired too. Handshakes do not depend on the admin: without it the ports come from the pod
 // spec. Like Local it records what could not be observed in the inputs instead of failing. sc
 // narrows the round (see Scope); the shard (KubeOptions.Shard) applies within it.
@@ -210,10 +214,10 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 
 // referencedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation,
 // SDS names) or that pairings name, each once.
-func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, pairingSources []string) []kube.SourceRef {
-	var out []kube.SourceRef
-	seen := map[kube.SourceRef]bool{}
-	add := func(r kube.SourceRef) {
+func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, pairingSources []string) []ref.Source {
+	var out []ref.Source
+	seen := map[ref.Source]bool{}
+	add := func(r ref.Source) {
 		if !seen[r] {
 			seen[r] = true
 			out = append(out, r)
@@ -225,7 +229,7 @@ func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, p
 		}
 	}
 	for _, src := range pairingSources {
-		if r, ok := kube.ParseSourceName(src); ok {
+		if r, ok := ref.ParseKube(src); ok && r.Valid() {
 			add(r)
 		}
 	}
@@ -233,15 +237,15 @@ func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, p
 }
 
 // unwatchedRefs are the refs that the inventory's snapshot does not hold.
-func unwatchedRefs(inv kube.Snapshot, refs []kube.SourceRef) []kube.SourceRef {
-	have := make(map[kube.SourceRef]bool, len(inv.Secrets)+len(inv.ConfigMaps))
+func unwatchedRefs(inv kube.Snapshot, refs []ref.Source) []ref.Source {
+	have := make(map[ref.Source]bool, len(inv.Secrets)+len(inv.ConfigMaps))
 	for _, s := range inv.Secrets {
-		have[kube.SourceRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] = true
+		have[ref.Source{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] = true
 	}
 	for _, c := range inv.ConfigMaps {
-		have[kube.SourceRef{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] = true
+		have[ref.Source{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] = true
 	}
-	var out []kube.SourceRef
+	var out []ref.Source
 	for _, r := range refs {
 		if !have[r] {
 			out = append(out, r)
@@ -267,9 +271,7 @@ func shardTargets(ts []kube.EnvoyTarget, keep func(namespace, pod string) bool) 
 // podContext is what the audit needs of a pod beyond its views.
 func podContext(t kube.EnvoyTarget, risks []bind.MountRisk) *audit.PodContext {
 	pc := &audit.PodContext{Namespace: t.Namespace, Pod: t.Pod, StartedAt: t.StartTime, NoHotReload: t.NoHotReload}
-	if t.Owner.Kind != "" {
-		pc.Workload = t.Owner.Kind + "/" + t.Owner.Name
-	}
+	pc.Workload = t.Workload().String()
 	for _, c := range t.Containers {
 		if c.Name == t.EnvoyContainer && !c.StartedAt.IsZero() {
 			pc.StartedAt = c.StartedAt
@@ -284,7 +286,7 @@ func podContext(t kube.EnvoyTarget, risks []bind.MountRisk) *audit.PodContext {
 
 // snapshotPod reads one pod's admin; a failure is recorded on every part of the snapshot, so the
 // audit reports the pod as unreachable instead of as an Envoy holding nothing.
-func snapshotPod(ctx context.Context, d *kube.AdminDialer, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
+func snapshotPod(ctx context.Context, d *adminaccess.Dialer, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
 	failed := func(url string, err error) *envoystate.Snapshot {
 		log.Warn("envoy admin", "envoy", t.Key(), "err", err)
 		return &envoystate.Snapshot{AdminURL: url, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}

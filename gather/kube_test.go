@@ -7,6 +7,7 @@ import (
 
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // TestUnwatchedRefs: what pods mount, declare or name over SDS, and what pairings name, is read
@@ -31,7 +32,7 @@ func TestUnwatchedRefs(t *testing.T) {
 	}
 	admins := []*envoystate.Snapshot{nil, nil, {Secrets: []envoystate.Secret{{Name: "kubernetes://gw-cacert", HasValidation: true}}}}
 	got := unwatchedRefs(inv, referencedRefs(targets, admins, []string{"a/web-tls", "configmap:b/peer-bundle", "not a source"}))
-	want := []kube.SourceRef{
+	want := []ref.Source{
 		{Kind: "Secret", Namespace: "a", Name: "web-ca"}, {Kind: "ConfigMap", Namespace: "a", Name: "bundle"},
 		{Kind: "Secret", Namespace: "istio-system", Name: "gw"}, {Kind: "Secret", Namespace: "istio-system", Name: "gw-cacert"},
 		{Kind: "ConfigMap", Namespace: "b", Name: "peer-bundle"},

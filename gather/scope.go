@@ -1,10 +1,9 @@
 package gather
 
 import (
-	"strings"
-
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // Scope narrows a round to part of the fleet: every Envoy (the zero Scope, Fleet), the Envoys of
@@ -31,7 +30,7 @@ func InNamespace(ns string) Scope { return Scope{Namespace: ns} }
 
 // OnePod is the Envoy of one Kubernetes pod.
 func OnePod(namespace, pod string) Scope {
-	return Scope{Namespace: namespace, Envoy: namespace + "/" + pod}
+	return Scope{Namespace: namespace, Envoy: ref.Envoy{Namespace: namespace, Pod: pod}.String()}
 }
 
 // OneEnvoy is one Envoy of the local configuration, by its name.
@@ -45,7 +44,7 @@ func (sc Scope) keepsPod(namespace, pod string) bool {
 	if sc.Namespace != "" && namespace != sc.Namespace {
 		return false
 	}
-	return sc.Envoy == "" || sc.Envoy == namespace+"/"+pod
+	return sc.Envoy == "" || sc.Envoy == ref.Envoy{Namespace: namespace, Pod: pod}.String()
 }
 
 // scopeTargets keeps the targets in scope.
@@ -58,26 +57,26 @@ func scopeTargets(ts []kube.EnvoyTarget, sc Scope) []kube.EnvoyTarget {
 
 // scopeDesired keeps, for a narrowed scope, the inventory's sources in the scope's namespace and
 // those the scope's Envoys or pairings reference (refs); the fleet keeps everything.
-func scopeDesired(inv kube.Snapshot, sc Scope, refs []kube.SourceRef) kube.Snapshot {
+func scopeDesired(inv kube.Snapshot, sc Scope, refs []ref.Source) kube.Snapshot {
 	if !sc.narrowed() {
 		return inv
 	}
 	ns := sc.Namespace
-	if ns == "" {
-		ns, _, _ = strings.Cut(sc.Envoy, "/")
+	if e, ok := ref.ParseEnvoy(sc.Envoy); ns == "" && ok {
+		ns = e.Namespace
 	}
-	wanted := make(map[kube.SourceRef]bool, len(refs))
+	wanted := make(map[ref.Source]bool, len(refs))
 	for _, r := range refs {
 		wanted[r] = true
 	}
 	out := kube.Snapshot{At: inv.At, Synced: inv.Synced, Errors: inv.Errors}
 	for _, s := range inv.Secrets {
-		if s.Namespace == ns || wanted[kube.SourceRef{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] {
+		if s.Namespace == ns || wanted[ref.Source{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] {
 			out.Secrets = append(out.Secrets, s)
 		}
 	}
 	for _, c := range inv.ConfigMaps {
-		if c.Namespace == ns || wanted[kube.SourceRef{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] {
+		if c.Namespace == ns || wanted[ref.Source{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] {
 			out.ConfigMaps = append(out.ConfigMaps, c)
 		}
 	}

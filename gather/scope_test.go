@@ -10,6 +10,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 )
 
 func TestScopeTargets(t *testing.T) {
@@ -46,15 +47,15 @@ func TestScopeDesired(t *testing.T) {
 			{Namespace: "shared", Name: "gw-cert"}, {Namespace: "shared", Name: "other"}},
 		ConfigMaps: []kube.ConfigMapSummary{{Namespace: "a", Name: "bundle"}, {Namespace: "c", Name: "peer-bundle"}, {Namespace: "c", Name: "unrelated"}},
 	}
-	refs := []kube.SourceRef{{Kind: "Secret", Namespace: "shared", Name: "gw-cert"}, {Kind: "ConfigMap", Namespace: "c", Name: "peer-bundle"},
+	refs := []ref.Source{{Kind: "Secret", Namespace: "shared", Name: "gw-cert"}, {Kind: "ConfigMap", Namespace: "c", Name: "peer-bundle"},
 		{Kind: "ConfigMap", Namespace: "shared", Name: "gw-cert"}} // a ConfigMap ref does not keep the Secret of the same name
 	names := func(s kube.Snapshot) []string {
 		var out []string
 		for _, x := range s.Secrets {
-			out = append(out, kube.SecretSourceName(x.Namespace, x.Name))
+			out = append(out, ref.Source{Kind: ref.Secret, Namespace: x.Namespace, Name: x.Name}.String())
 		}
 		for _, x := range s.ConfigMaps {
-			out = append(out, kube.ConfigMapSourceName(x.Namespace, x.Name))
+			out = append(out, ref.Source{Kind: ref.ConfigMap, Namespace: x.Namespace, Name: x.Name}.String())
 		}
 		return out
 	}

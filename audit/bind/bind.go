@@ -14,6 +14,7 @@ import (
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // Bindings of a pod are expressed in the config types the audit already judges, so that the
@@ -52,11 +53,11 @@ type SourceKeys map[string][]ItemKeys
 // tlsKeys are the keys of a kubernetes.io/tls Secret.
 var tlsKeys = []ItemKeys{{Cert: DefaultCertKey, Key: "tls.key", CA: DefaultCAKey}}
 
-func (k SourceKeys) of(kind, source string) []ItemKeys {
+func (k SourceKeys) of(kind ref.Kind, source string) []ItemKeys {
 	if its, ok := k[source]; ok {
 		return its
 	}
-	if kind == "Secret" {
+	if kind == ref.Secret {
 		return tlsKeys
 	}
 	return nil
@@ -77,14 +78,14 @@ func KeysOf(snaps ...kube.Snapshot) SourceKeys {
 				}
 				its = append(its, ik)
 			}
-			out[kube.SecretSourceName(sec.Namespace, sec.Name)] = its
+			out[ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name}.String()] = its
 		}
 		for _, cm := range s.ConfigMaps {
 			its := make([]ItemKeys, 0, len(cm.Bundles))
 			for _, b := range cm.Bundles {
 				its = append(its, ItemKeys{Item: b.Key, CA: b.Key})
 			}
-			out[kube.ConfigMapSourceName(cm.Namespace, cm.Name)] = its
+			out[ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name}.String()] = its
 		}
 	}
 	return out
@@ -609,10 +610,10 @@ func mountedSources(t kube.EnvoyTarget, keys SourceKeys) ([]mountedSource, []Mou
 
 // sourceName is the desired source name of a volume source of a pod in namespace ns.
 func sourceName(ns string, src kube.VolumeSource) string {
-	if src.Kind == "ConfigMap" {
-		return kube.ConfigMapSourceName(ns, src.Name)
+	if src.Kind == ref.ConfigMap {
+		return ref.Source{Kind: ref.ConfigMap, Namespace: ns, Name: src.Name}.String()
 	}
-	return kube.SecretSourceName(ns, src.Name)
+	return ref.Source{Kind: ref.Secret, Namespace: ns, Name: src.Name}.String()
 }
 
 // underSubPath is where volume path rel appears when the volume's sub is mounted at mountPath.

@@ -10,6 +10,7 @@ import (
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -98,7 +99,7 @@ func TestSDSRefsAndTrust(t *testing.T) {
 		{Name: "default", HasCertificate: true},
 		{Name: "ROOTCA", HasValidation: true},
 	}}
-	want := []kube.SourceRef{{Kind: "Secret", Namespace: "istio-system", Name: "gw-cred"}, {Kind: "Secret", Namespace: "istio-system", Name: "gw-cred-cacert"}}
+	want := []ref.Source{{Kind: "Secret", Namespace: "istio-system", Name: "gw-cred"}, {Kind: "Secret", Namespace: "istio-system", Name: "gw-cred-cacert"}}
 	if diff := cmp.Diff(want, SDSRefs(tg, snap)); diff != "" {
 		t.Errorf("SDSRefs(): -want +got:\n%s", diff)
 	}

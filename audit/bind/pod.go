@@ -8,6 +8,7 @@ import (
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // maxFallbackSNIs bounds the SNIs taken from a desired certificate's DNS names when neither the
@@ -53,7 +54,7 @@ func Lookup(obs []files.Observation) SecretLookup {
 	type info struct{ hasCA bool }
 	m := make(map[string]info, len(obs))
 	for _, o := range obs {
-		if strings.HasPrefix(o.Source.Name, "configmap:") {
+		if src, ok := ref.ParseKube(o.Source.Name); ok && src.Kind == ref.ConfigMap {
 			continue
 		}
 		i := m[o.Source.Name]

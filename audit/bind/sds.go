@@ -8,6 +8,7 @@ import (
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // SDS secret names that name a Kubernetes Secret.
@@ -58,7 +59,9 @@ type SDSRef struct {
 }
 
 // Source is the desired source name of the referenced Secret ("namespace/name").
-func (r SDSRef) Source() string { return kube.SecretSourceName(r.Namespace, r.Name) }
+func (r SDSRef) Source() string {
+	return ref.Source{Kind: ref.Secret, Namespace: r.Namespace, Name: r.Name}.String()
+}
 
 // ParseSDSName reads an SDS secret name as Istio or Envoy Gateway write it. podNS is the proxy's
 // namespace (Istio's "kubernetes://name" is relative to it). ok is false for names that refer to
@@ -140,16 +143,16 @@ func SDSBindings(t kube.EnvoyTarget, snap *envoystate.Snapshot, lookup SecretLoo
 	var trust []TrustBinding
 	seen := map[config.Binding]bool{}
 	for _, n := range certNames {
-		ref, ok := ParseSDSName(n, t.Namespace)
-		if !ok || ref.Kind == SDSWorkload {
+		sr, ok := ParseSDSName(n, t.Namespace)
+		if !ok || sr.Kind == SDSWorkload {
 			continue
 		}
-		if ref.Kind == SDSTrust {
+		if sr.Kind == SDSTrust {
 			// Envoy asked for a -cacert name as a certificate: Istio never serves one that way.
 			continue
 		}
-		src := ref.Source()
-		if ref.Scheme == "envoy-gateway" && t.Preset != kube.PresetEnvoyGateway {
+		src := sr.Source()
+		if sr.Scheme == "envoy-gateway" && t.Preset != kube.PresetEnvoyGateway {
 			if exists, _ := lookup(src); !exists {
 				continue
 			}
@@ -161,13 +164,13 @@ func SDSBindings(t kube.EnvoyTarget, snap *envoystate.Snapshot, lookup SecretLoo
 		}
 	}
 	for _, n := range trustNames {
-		ref, ok := ParseSDSName(n, t.Namespace)
-		if !ok || ref.Kind != SDSTrust {
+		sr, ok := ParseSDSName(n, t.Namespace)
+		if !ok || sr.Kind != SDSTrust {
 			continue
 		}
-		tb := TrustBinding{Secret: n, Source: ref.Source()}
-		if exists, hasCA := lookup(ref.Source()); !exists || !hasCA {
-			fb := kube.SecretSourceName(ref.Namespace, ref.Fallback)
+		tb := TrustBinding{Secret: n, Source: sr.Source()}
+		if exists, hasCA := lookup(sr.Source()); !exists || !hasCA {
+			fb := ref.Source{Kind: ref.Secret, Namespace: sr.Namespace, Name: sr.Fallback}.String()
 			if fbExists, _ := lookup(fb); fbExists {
 				tb.Source = fb
 			} else {
@@ -207,26 +210,26 @@ func sdsNames(snap *envoystate.Snapshot) (certNames, trustNames []string) {
 // SDSRefs lists the Secrets the SDS secret names of an Envoy may refer to (for a trust name both
 // the Secret without the -cacert suffix and the one with it), so that those the inventory does
 // not watch (Opaque -cacert Secrets, say) can be read before SDSBindings resolves the names.
-func SDSRefs(t kube.EnvoyTarget, snap *envoystate.Snapshot) []kube.SourceRef {
+func SDSRefs(t kube.EnvoyTarget, snap *envoystate.Snapshot) []ref.Source {
 	if snap == nil {
 		return nil
 	}
 	certNames, trustNames := sdsNames(snap)
-	var out []kube.SourceRef
+	var out []ref.Source
 	add := func(ns, name string) {
-		r := kube.SourceRef{Kind: "Secret", Namespace: ns, Name: name}
+		r := ref.Source{Kind: ref.Secret, Namespace: ns, Name: name}
 		if name != "" && !slices.Contains(out, r) {
 			out = append(out, r)
 		}
 	}
 	for _, n := range slices.Concat(certNames, trustNames) {
-		ref, ok := ParseSDSName(n, t.Namespace)
-		if !ok || ref.Kind == SDSWorkload {
+		sr, ok := ParseSDSName(n, t.Namespace)
+		if !ok || sr.Kind == SDSWorkload {
 			continue
 		}
-		add(ref.Namespace, ref.Name)
-		if ref.Kind == SDSTrust {
-			add(ref.Namespace, ref.Fallback)
+		add(sr.Namespace, sr.Name)
+		if sr.Kind == SDSTrust {
+			add(sr.Namespace, sr.Fallback)
 		}
 	}
 	return out

@@ -80,13 +80,7 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 	if !ok { // kong's enum makes this unreachable; kept so a new level cannot slip through
 		return noRun(fmt.Errorf("--fail-on %q: want info, warning or critical", c.FailOn))
 	}
-	policy := cfg.Policy
-	if c.Timeout > 0 {
-		policy.Timeout = config.Duration(c.Timeout)
-	}
-	if c.Grace > 0 {
-		policy.Grace = config.Duration(c.Grace)
-	}
+	policy := c.policy(cfg.Policy)
 
 	start := time.Now()
 	in := gather.Local(ctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
@@ -130,6 +124,17 @@ func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, run
 			cov.BindingsJudged, cov.Bindings, cov.HandshakesJudged, cov.Handshakes, cov.Gaps)}
 	}
 	return nil
+}
+
+// policy is the configuration's policy with --timeout and --grace applied.
+func (c *auditCmd) policy(p config.Policy) config.Policy {
+	if c.Timeout > 0 {
+		p.Timeout = config.Duration(c.Timeout)
+	}
+	if c.Grace > 0 {
+		p.Grace = config.Duration(c.Grace)
+	}
+	return p
 }
 
 func indent(s string) string {

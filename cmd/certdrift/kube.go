@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/kubeapi"
 )
 
 // kubeRestConfig loads the client configuration from a kubeconfig file and optional context.
@@ -55,13 +54,7 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 			return werr
 		}
 	}
-	policy := cfg.Policy
-	if c.Timeout > 0 {
-		policy.Timeout = config.Duration(c.Timeout)
-	}
-	if c.Grace > 0 {
-		policy.Grace = config.Duration(c.Grace)
-	}
+	policy := c.policy(cfg.Policy)
 	opts, err := c.kubeFlags.options(gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
 	if err != nil {
 		return noRun(err)
@@ -70,11 +63,11 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	if err != nil {
 		return noRun(err)
 	}
-	kube.RouteKlog(log)
-	start := time.Now()
+	kubeapi.RouteKlog(log)
 	if c.InventoryOnly {
-		return inventoryOnly(ctx, io, rc, opts, start)
+		return inventoryOnly(ctx, io, rc, opts)
 	}
+	start := time.Now()
 	opts.PairingSources = gather.PairingSources(cfg.Pairings)
 	in, err := c.gatherKube(ctx, rc, policy, opts)
 	if err != nil {
@@ -84,35 +77,13 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
 }
 
-// inventoryOnly runs the Secret/ConfigMap inventory to its initial sync and prints its size: the
-// path test/scale times against a bare list loop. Nothing of the Secrets is printed.
-func inventoryOnly(ctx context.Context, io *streams, rc *rest.Config, opt gather.KubeOptions, start time.Time) error {
-	inv, err := kube.New(rc, opt.InventoryOptions())
+// inventoryOnly prints the inventory's size once synced (gather.SyncInventory) as JSON.
+func inventoryOnly(ctx context.Context, io *streams, rc *rest.Config, opt gather.KubeOptions) error {
+	size, err := gather.SyncInventory(ctx, rc, opt)
 	if err != nil {
 		return noRun(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = inv.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-	syncCtx, cancel := context.WithTimeout(ctx, cmp.Or(opt.SyncTimeout, 30*time.Second))
-	err = inv.WaitSynced(syncCtx)
-	cancel()
-	if err != nil {
-		return noRun(fmt.Errorf("read the cluster: %w", err))
-	}
-	took := time.Since(start)
-	snap := inv.Snapshot()
-	st := inv.Stats()
-	certs := 0
-	for _, s := range snap.Secrets {
-		certs += len(s.Items)
-	}
-	out := map[string]any{"secrets": len(snap.Secrets), "configmaps": len(snap.ConfigMaps), "certificates": certs,
-		"list_requests": st.ListRequests, "listed_objects": st.ListedObjects, "secrets_parsed": st.SecretsParsed,
-		"sync_seconds": took.Seconds()}
-	enc := json.NewEncoder(io.Out)
-	if err := enc.Encode(out); err != nil {
+	if err := json.NewEncoder(io.Out).Encode(size); err != nil {
 		return noRun(fmt.Errorf("write inventory summary: %w", err))
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 
 	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/probe/kube/adminaccess"
+	"github.com/certdrift/certdrift/probe/kube/inventory"
 )
 
 // kubeFlags are the Kubernetes-mode flags, shared by `audit` and `serve` so that both read a
@@ -97,9 +99,9 @@ func (k kubeFlags) validate() error {
 }
 
 // parseLayout reads "cert=K,key=K,ca=K" (key and ca optional, in any order), or "ca=K" alone for a
-// CA-only Secret, into a kube.Layout.
-func parseLayout(s string) (kube.Layout, error) {
-	var l kube.Layout
+// CA-only Secret, into an inventory.Layout.
+func parseLayout(s string) (inventory.Layout, error) {
+	var l inventory.Layout
 	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
@@ -109,14 +111,14 @@ func parseLayout(s string) (kube.Layout, error) {
 		name, val, ok := strings.Cut(part, "=")
 		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
 		if !ok || val == "" {
-			return kube.Layout{}, fmt.Errorf("%q: want name=key", part)
+			return inventory.Layout{}, fmt.Errorf("%q: want name=key", part)
 		}
 		if seen[name] {
-			return kube.Layout{}, fmt.Errorf("%s given twice", name)
+			return inventory.Layout{}, fmt.Errorf("%s given twice", name)
 		}
 		seen[name] = true
 		if msgs := validation.IsConfigMapKey(strings.ReplaceAll(val, "*", "x")); len(msgs) > 0 {
-			return kube.Layout{}, fmt.Errorf("%s=%q: not a Secret key: %s", name, val, strings.Join(msgs, "; "))
+			return inventory.Layout{}, fmt.Errorf("%s=%q: not a Secret key: %s", name, val, strings.Join(msgs, "; "))
 		}
 		switch name {
 		case "cert":
@@ -126,21 +128,21 @@ func parseLayout(s string) (kube.Layout, error) {
 		case "ca":
 			l.CA = val
 		default:
-			return kube.Layout{}, fmt.Errorf("%q: want cert, key or ca", name)
+			return inventory.Layout{}, fmt.Errorf("%q: want cert, key or ca", name)
 		}
 	}
 	switch {
 	case l.Cert == "" && l.CA == "":
-		return kube.Layout{}, errors.New("cert=<key> is required, or ca=<key> alone for a CA-only Secret")
+		return inventory.Layout{}, errors.New("cert=<key> is required, or ca=<key> alone for a CA-only Secret")
 	case l.Cert == "" && l.Key != "":
-		return kube.Layout{}, errors.New("key=<key> needs cert=<key>")
+		return inventory.Layout{}, errors.New("key=<key> needs cert=<key>")
 	}
 	certStars, keyStars := strings.Count(l.Cert, "*"), strings.Count(l.Key, "*")
 	if certStars > 1 || keyStars > 1 || strings.Contains(l.CA, "*") {
-		return kube.Layout{}, errors.New("at most one * in cert and key, none in ca")
+		return inventory.Layout{}, errors.New("at most one * in cert and key, none in ca")
 	}
 	if l.Key != "" && certStars != keyStars {
-		return kube.Layout{}, errors.New("cert and key must both have a * or neither")
+		return inventory.Layout{}, errors.New("cert and key must both have a * or neither")
 	}
 	return l, nil
 }
@@ -167,7 +169,7 @@ func (k kubeFlags) restConfig() (*rest.Config, error) {
 
 // options turns the flags into gather.KubeOptions; gather.Options are the caller's.
 func (k kubeFlags) options(g gather.Options) (gather.KubeOptions, error) {
-	mode, err := kube.ParseAdminMode(k.AdminAccess)
+	mode, err := adminaccess.ParseMode(k.AdminAccess)
 	if err != nil {
 		return gather.KubeOptions{}, fmt.Errorf("--admin-access: %w", err)
 	}
@@ -175,7 +177,7 @@ func (k kubeFlags) options(g gather.Options) (gather.KubeOptions, error) {
 	for i, p := range k.Preset {
 		presets[i] = kube.Preset(p)
 	}
-	var layouts []kube.Layout
+	var layouts []inventory.Layout
 	for _, s := range k.SecretLayout {
 		l, err := parseLayout(s)
 		if err != nil {

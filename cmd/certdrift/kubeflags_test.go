@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/probe/kube/inventory"
 )
 
 // parseAudit parses args as `certdrift audit ...` in process (no binary, no cluster) and returns
@@ -49,11 +49,11 @@ current-context: ctx
 func TestKubeInventoryFlags(t *testing.T) {
 	kc := writeKubeconfig(t)
 	type want struct {
-		Inventory kube.Options
+		Inventory inventory.Options
 		QPS       float32
 		Burst     int
 	}
-	defaults := want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100}, QPS: 50, Burst: 100}
+	defaults := want{Inventory: inventory.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100}, QPS: 50, Burst: 100}
 	cases := map[string]struct {
 		reason string
 		args   []string
@@ -67,41 +67,41 @@ func TestKubeInventoryFlags(t *testing.T) {
 		"ExcludeRepeatedAndCommas": {
 			reason: "--exclude-namespace is repeatable and comma-separated",
 			args:   []string{"--exclude-namespace", "kube-system", "--exclude-namespace", "a,b"},
-			want: want{Inventory: kube.Options{ExcludeNamespaces: []string{"kube-system", "a", "b"},
+			want: want{Inventory: inventory.Options{ExcludeNamespaces: []string{"kube-system", "a", "b"},
 				SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100}, QPS: 50, Burst: 100},
 		},
 		"SecretTypesReplaceDefault": {
 			reason: "--secret-type replaces the default; each type is its own server-side field selector",
 			args:   []string{"--secret-type", "kubernetes.io/tls", "--secret-type", "istio.io/key-and-cert"},
-			want: want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls", "istio.io/key-and-cert"},
+			want: want{Inventory: inventory.Options{SecretTypes: []string{"kubernetes.io/tls", "istio.io/key-and-cert"},
 				QPS: 50, Burst: 100}, QPS: 50, Burst: 100},
 		},
 		"Layouts": {
 			reason: "--secret-layout reads Opaque Secrets by key pattern; keys in any order, key and ca optional",
 			args: []string{"--secret-layout", "cert=cert,key=key,ca=cacert", "--secret-layout", "ca=ca.crt, key=*.key, cert=*.crt", "--secret-layout", "cert=bundle.pem",
 				"--secret-layout", "ca=ca.crt"},
-			want: want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100,
-				Layouts: []kube.Layout{{Cert: "cert", Key: "key", CA: "cacert"}, {Cert: "*.crt", Key: "*.key", CA: "ca.crt"}, {Cert: "bundle.pem"}, {CA: "ca.crt"}}},
+			want: want{Inventory: inventory.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100,
+				Layouts: []inventory.Layout{{Cert: "cert", Key: "key", CA: "cacert"}, {Cert: "*.crt", Key: "*.key", CA: "ca.crt"}, {Cert: "bundle.pem"}, {CA: "ca.crt"}}},
 				QPS: 50, Burst: 100},
 		},
 		"Selectors": {
 			reason: "label selectors for Secrets and ConfigMaps, ConfigMaps by name",
 			args: []string{"--secret-selector", "certdrift.dev/watch=true,team in (a,b)", "--configmap-selector", "istio.io/config",
 				"--configmap", "istio-ca-root-cert,istio-system/extra"},
-			want: want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100,
+			want: want{Inventory: inventory.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 50, Burst: 100,
 				SecretSelector: "certdrift.dev/watch=true,team in (a,b)", ConfigMapSelector: "istio.io/config",
 				ConfigMapNames: []string{"istio-ca-root-cert", "istio-system/extra"}}, QPS: 50, Burst: 100},
 		},
 		"Rate": {
 			reason: "--kube-qps/--kube-burst reach both the rest.Config and the inventory's clients",
 			args:   []string{"--kube-qps", "200", "--kube-burst", "400"},
-			want:   want{Inventory: kube.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 200, Burst: 400}, QPS: 200, Burst: 400},
+			want:   want{Inventory: inventory.Options{SecretTypes: []string{"kubernetes.io/tls"}, QPS: 200, Burst: 400}, QPS: 200, Burst: 400},
 		},
 		"Env": {
 			reason: "every inventory flag has an environment variable",
 			env: map[string]string{"CERTDRIFT_EXCLUDE_NAMESPACE": "x,y", "CERTDRIFT_SECRET_TYPE": "example.com/cert",
 				"CERTDRIFT_SECRET_SELECTOR": "a=b", "CERTDRIFT_KUBE_QPS": "5", "CERTDRIFT_KUBE_BURST": "10"},
-			want: want{Inventory: kube.Options{ExcludeNamespaces: []string{"x", "y"}, SecretTypes: []string{"example.com/cert"},
+			want: want{Inventory: inventory.Options{ExcludeNamespaces: []string{"x", "y"}, SecretTypes: []string{"example.com/cert"},
 				SecretSelector: "a=b", QPS: 5, Burst: 10}, QPS: 5, Burst: 10},
 		},
 	}
@@ -123,7 +123,7 @@ func TestKubeInventoryFlags(t *testing.T) {
 				t.Fatalf("%s\nrestConfig: %v", tc.reason, err)
 			}
 			got := want{Inventory: opts.InventoryOptions(), QPS: rc.QPS, Burst: rc.Burst}
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(kube.Options{}, "Logger", "OnChange", "Now")); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(inventory.Options{}, "Logger", "OnChange", "Now")); diff != "" {
 				t.Errorf("%s\n-want +got:\n%s", tc.reason, diff)
 			}
 		})

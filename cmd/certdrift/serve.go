@@ -25,6 +25,7 @@ import (
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/internal/connlimit"
+	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/kube"
 )
@@ -554,7 +555,7 @@ func (x *exporter) startKube(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	kube.RouteKlog(x.log)
+	kubeapi.RouteKlog(x.log)
 	countKubeRequests(x.store)
 	s, err := gather.Start(ctx, rest.CopyConfig(rc), x.policy(), opts)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // desiredQueue carries Secret changes from the informer (whose callbacks must not block) to
@@ -14,22 +15,22 @@ import (
 // one re-render of its object, and a burst over many Secrets one assembly of the exposition.
 type desiredQueue struct {
 	mu      sync.Mutex
-	pending map[string]kube.Change
+	pending map[ref.Source]kube.Change
 	wake    chan struct{}
 }
 
 func newDesiredQueue() *desiredQueue {
-	return &desiredQueue{pending: map[string]kube.Change{}, wake: make(chan struct{}, 1)}
+	return &desiredQueue{pending: map[ref.Source]kube.Change{}, wake: make(chan struct{}, 1)}
 }
 
 // add queues c; only Secret changes carry certificates for the desired view (ConfigMaps hold
 // CA bundles, which only the round's judgement uses).
 func (q *desiredQueue) add(c kube.Change) {
-	if c.Kind != "Secret" || c.Secret == nil {
+	if c.Kind != ref.Secret || c.Secret == nil {
 		return
 	}
 	q.mu.Lock()
-	q.pending[c.Namespace+"/"+c.Name] = c
+	q.pending[ref.Source{Kind: c.Kind, Namespace: c.Namespace, Name: c.Name}] = c
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:

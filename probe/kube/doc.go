@@ -1,25 +1,18 @@
-// Package kube observes Kubernetes. Foremost it reads the desired view of certificates from the API: Secrets (of type
-// kubernetes.io/tls, and Opaque or other types laid out by key patterns) and ConfigMaps holding CA
-// bundles (e.g. Istio's istio-ca-root-cert).
+// Package kube holds the Kubernetes facts certdrift observes, as plain data: the desired view's
+// summaries of Secrets and ConfigMaps (SecretSummary, ConfigMapSummary, Snapshot, Change) and
+// their conversion into the observations the audit judges, and the facts of each Envoy pod
+// (EnvoyTarget: owner, presets, ports, volumes and mounts) with the Secrets and ConfigMaps it
+// mounts or names (MountedRefs).
 //
-// It is built for clusters with tens of thousands of Secrets, because memory and API-server load
-// are what users hold against every peer tool:
-//   - the API server filters: a field selector on the Secret type (and namespace exclusions), label
-//     selectors, and in namespace-scoped mode one informer per listed namespace, so a
-//     ServiceAccount with only namespaced Roles works and nothing is ever listed cluster-wide;
-//   - each Secret or ConfigMap is parsed once per add/update, in the informer's transform, into a
-//     small immutable summary (fingerprints, validity, issuer, SANs, key match, bundle contents,
-//     parse errors naming namespace/name/key); the informer stores hold those summaries, never
-//     Secret data, annotations or managedFields;
-//   - the initial list is paginated, and each page's response is decoded one object at a time and
-//     summarized as it arrives, so only the few Secrets being summarized are alive at once (see
-//     liststream.go, and listwatch.go for why not WatchList);
-//   - objects travel as protobuf.
+// It links no Kubernetes client, so that the judgement (audit, audit/bind) can read these types
+// without client-go (TestFactsDependencies). The clients that produce them live below it, imports
+// flowing one way (each imports this package, none imports another):
+//   - probe/kube/inventory: the Secret/ConfigMap inventory (list/watch with streamed pages,
+//     transform into summaries, GC pacing, read by name);
+//   - probe/kube/discovery: Envoy pods found by preset, label and annotation, owners resolved;
+//   - probe/kube/adminaccess: the route to each Envoy's admin, direct or through the API
+//     server's port-forward (a session pool per pod).
 //
-// Inventory.Observations converts the summaries into files.Observation, the desired view the
-// audit judges.
-//
-// The package also finds the Envoys (Discovery: pods by preset, label and annotation, owners
-// resolved) and reaches their admin endpoints directly or through the API server's port-forward
-// (AdminDialer); see discover_doc.go for presets, annotations and the RBAC each mode needs.
+// probe/kube/internal/listwatch is the paged list/watch machinery the inventory and discovery
+// share.
 package kube

@@ -4,42 +4,11 @@ import (
 	"crypto/x509"
 	"fmt"
 	"path"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/ref"
 )
-
-// SecretSourceName is the files.Source name of a Secret's observation: "namespace/name", the
-// form Envoy Gateway uses for SDS secret names and Istio's kubernetes://ns/name minus its scheme.
-func SecretSourceName(namespace, name string) string { return namespace + "/" + name }
-
-// ConfigMapSourceName is the files.Source name of a ConfigMap's observation.
-func ConfigMapSourceName(namespace, name string) string {
-	return "configmap:" + namespace + "/" + name
-}
-
-// ParseSourceName reads a desired source name of the Kubernetes mode ("namespace/name" for a
-// Secret, "configmap:namespace/name") back into a reference; false for anything else.
-func ParseSourceName(s string) (SourceRef, bool) {
-	kind := "Secret"
-	if rest, ok := strings.CutPrefix(s, "configmap:"); ok {
-		kind, s = "ConfigMap", rest
-	}
-	ns, name, ok := strings.Cut(s, "/")
-	if !ok || !ValidRef(ns, name) {
-		return SourceRef{}, false
-	}
-	return SourceRef{Kind: kind, Namespace: ns, Name: name}, true
-}
-
-// Observations converts the inventory's current summaries into the desired view the audit judges.
-func (inv *Inventory) Observations() []files.Observation {
-	s := inv.Snapshot()
-	return s.Observations()
-}
 
 // Observations converts the snapshot into files.Observation values, one per Secret and one per
 // ConfigMap. Paths are "namespace/name/key" (never a real file path, so they cannot be mistaken
@@ -51,7 +20,7 @@ func (s *Snapshot) Observations() []files.Observation {
 	for i := range s.Secrets {
 		sec := s.Secrets[i]
 		o := files.Observation{
-			Source:    files.Source{Name: SecretSourceName(sec.Namespace, sec.Name)},
+			Source:    files.Source{Name: ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name}.String()},
 			ChangedAt: sec.ChangedAt,
 			Err:       sec.Err,
 		}
@@ -63,7 +32,7 @@ func (s *Snapshot) Observations() []files.Observation {
 	for i := range s.ConfigMaps {
 		cm := &s.ConfigMaps[i]
 		o := files.Observation{
-			Source:    files.Source{Name: ConfigMapSourceName(cm.Namespace, cm.Name)},
+			Source:    files.Source{Name: ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name}.String()},
 			ChangedAt: cm.ChangedAt,
 			Err:       cm.Err,
 		}
@@ -146,7 +115,5 @@ func firstErr(a, b error) error {
 }
 
 // ValidRef reports whether ns and name can name a Secret or ConfigMap: a DNS label and a DNS
-// subdomain.
-func ValidRef(ns, name string) bool {
-	return ns != "" && name != "" && len(validation.IsDNS1123Label(ns)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0
-}
+// subdomain, as the API server validates them.
+func ValidRef(ns, name string) bool { return ref.IsDNSLabel(ns) && ref.IsDNSSubdomain(name) }

@@ -1,27 +1,18 @@
 package kube
 
-import "slices"
+import (
+	"slices"
+	"strings"
 
-// SourceRef names a Secret or ConfigMap that an Envoy pod mounts or names.
-type SourceRef struct {
-	Kind            string // "Secret" or "ConfigMap"
-	Namespace, Name string
-}
-
-// Source is the desired source name of the reference.
-func (r SourceRef) Source() string {
-	if r.Kind == "ConfigMap" {
-		return ConfigMapSourceName(r.Namespace, r.Name)
-	}
-	return SecretSourceName(r.Namespace, r.Name)
-}
+	"github.com/certdrift/certdrift/ref"
+)
 
 // MountedRefs lists the Secrets and ConfigMaps mounted into the Envoy container (every container
 // when it is unknown; never the service account token volume's kube-root-ca.crt) and the Secrets
 // certdrift.dev/secrets declares, each once.
-func MountedRefs(t EnvoyTarget) []SourceRef {
-	var out []SourceRef
-	add := func(r SourceRef) {
+func MountedRefs(t EnvoyTarget) []ref.Source {
+	var out []ref.Source
+	add := func(r ref.Source) {
 		if r.Name != "" && !slices.Contains(out, r) {
 			out = append(out, r)
 		}
@@ -35,13 +26,21 @@ func MountedRefs(t EnvoyTarget) []SourceRef {
 			continue
 		}
 		for _, src := range vols[m.Volume].Sources {
-			add(SourceRef{Kind: src.Kind, Namespace: t.Namespace, Name: src.Name})
+			add(ref.Source{Kind: src.Kind, Namespace: t.Namespace, Name: src.Name})
 		}
 	}
 	for _, d := range t.DeclaredSecrets {
 		if ns, name, ok := SplitRef(d); ok {
-			add(SourceRef{Kind: "Secret", Namespace: ns, Name: name})
+			add(ref.Source{Kind: ref.Secret, Namespace: ns, Name: name})
 		}
 	}
 	return out
+}
+
+// SplitRef splits "ns/name" (or "name") into its parts.
+func SplitRef(s string) (ns, name string, hasNS bool) {
+	if i := strings.IndexByte(s, '/'); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return "", s, false
 }

@@ -3,6 +3,7 @@ package kube
 import (
 	"testing"
 
+	"github.com/certdrift/certdrift/ref"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -17,32 +18,10 @@ func TestMountedRefs(t *testing.T) {
 		Mounts: []VolumeMount{{Container: "envoy", Volume: "tls", MountPath: "/tls"}, {Container: "envoy", Volume: "again", MountPath: "/again"},
 			{Container: "app", Volume: "app", MountPath: "/app"},
 			{Container: "envoy", Volume: "kube-api-access-x", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}}
-	want := []SourceRef{{"Secret", "a", "web-tls"}, {"Secret", "a", "web-ca"}, {"ConfigMap", "a", "bundle"}, {"Secret", "b", "declared"}}
+	want := []ref.Source{{Kind: ref.Secret, Namespace: "a", Name: "web-tls"}, {Kind: ref.Secret, Namespace: "a", Name: "web-ca"},
+		{Kind: ref.ConfigMap, Namespace: "a", Name: "bundle"}, {Kind: ref.Secret, Namespace: "b", Name: "declared"}}
 	if diff := cmp.Diff(want, MountedRefs(tg)); diff != "" {
 		t.Errorf("MountedRefs(): -want +got:\n%s", diff)
-	}
-}
-
-func TestParseSourceName(t *testing.T) {
-	cases := map[string]struct {
-		in   string
-		want SourceRef
-		ok   bool
-	}{
-		"Secret":    {in: "a/web-tls", want: SourceRef{"Secret", "a", "web-tls"}, ok: true},
-		"ConfigMap": {in: "configmap:a/bundle", want: SourceRef{"ConfigMap", "a", "bundle"}, ok: true},
-		"NoNS":      {in: "web-tls"},
-		"Local":     {in: "web"},
-		"BadName":   {in: "a/Web_TLS"},
-		"Empty":     {in: ""},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, ok := ParseSourceName(tc.in)
-			if ok != tc.ok || got != tc.want {
-				t.Errorf("ParseSourceName(%q) = %v, %v; want %v, %v", tc.in, got, ok, tc.want, tc.ok)
-			}
-		})
 	}
 }
 

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/certdrift/certdrift/pki"
 )
 
@@ -19,7 +17,7 @@ import (
 type SecretSummary struct {
 	Namespace       string    `json:"namespace"`
 	Name            string    `json:"name"`
-	UID             types.UID `json:"uid"`
+	UID             string    `json:"uid"`
 	Type            string    `json:"type"`
 	ResourceVersion string    `json:"resource_version"`
 	CreatedAt       time.Time `json:"created_at"`
@@ -134,7 +132,7 @@ type Bundle struct {
 type ConfigMapSummary struct {
 	Namespace       string     `json:"namespace"`
 	Name            string     `json:"name"`
-	UID             types.UID  `json:"uid"`
+	UID             string     `json:"uid"`
 	ResourceVersion string     `json:"resource_version"`
 	CreatedAt       time.Time  `json:"created_at"`
 	ChangedAt       time.Time  `json:"changed_at"`
@@ -142,7 +140,7 @@ type ConfigMapSummary struct {
 	ChangedHow      ChangedHow `json:"changed_how"`
 	// Bundles holds one entry per key whose value looks like PEM certificates, sorted by key.
 	Bundles []KeyBundle `json:"bundles"`
-	// Err is set when the ConfigMap could not be read at all (Inventory.Fetch).
+	// Err is set when the ConfigMap could not be read at all (inventory.Inventory.Fetch).
 	Err error `json:"-"`
 }
 

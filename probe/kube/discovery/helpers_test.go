@@ -1,0 +1,3 @@
+package discovery
+
+func ptr[T any](v T) *T { return &v }
