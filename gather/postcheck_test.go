@@ -1,25 +1,21 @@
-package main
+package gather
 
-import (
-	"testing"
-
-	"github.com/certdrift/certdrift/gather"
-)
+import "testing"
 
 // TestPostCheckScope: a post-check observes the smallest round that holds the Envoys it names.
 func TestPostCheckScope(t *testing.T) {
 	for name, tc := range map[string]struct {
 		envoys []string
-		want   gather.Scope
+		want   Scope
 	}{
-		"OnePod":             {[]string{"shop/envoy-0"}, gather.OnePod("shop", "envoy-0")},
-		"SameNamespace":      {[]string{"shop/envoy-1", "shop/envoy-2"}, gather.InNamespace("shop")},
-		"TwoNamespaces":      {[]string{"shop/envoy-1", "edge/envoy-2"}, gather.Fleet},
-		"NotANamespacedName": {[]string{"local-envoy"}, gather.Fleet},
-		"Nothing":            {nil, gather.Fleet},
+		"OnePod":             {[]string{"shop/envoy-0"}, OnePod("shop", "envoy-0")},
+		"SameNamespace":      {[]string{"shop/envoy-1", "shop/envoy-2"}, InNamespace("shop")},
+		"TwoNamespaces":      {[]string{"shop/envoy-1", "edge/envoy-2"}, Fleet},
+		"NotANamespacedName": {[]string{"local-envoy"}, Fleet},
+		"Nothing":            {nil, Fleet},
 	} {
-		if got := postCheckScope(tc.envoys); got != tc.want {
-			t.Errorf("%s: postCheckScope(%q) = %+v, want %+v", name, tc.envoys, got, tc.want)
+		if got := PostCheckScope(tc.envoys); got != tc.want {
+			t.Errorf("%s: PostCheckScope(%q) = %+v, want %+v", name, tc.envoys, got, tc.want)
 		}
 	}
 }

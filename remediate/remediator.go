@@ -1,117 +1,73 @@
-package main
+package remediate
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/certdrift/certdrift/audit"
-	"github.com/certdrift/certdrift/collector"
+	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/kubeapi"
-	"github.com/certdrift/certdrift/remediate"
 )
 
-// remediateFlags are `certdrift serve --remediate`: `audit --reload --yes` after every complete
-// round of the exporter, by the one replica that holds the election Lease. Off by default. The
-// repair policy is audit's (--reload-*); the flags here are the election's.
-type remediateFlags struct {
-	Remediate              bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
-	RemediateDryRun        bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
-	RemediateLeaseName     string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on, in --reload-lease-namespace."`
-	RemediateIdentity      string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
-	RemediateLeaseDuration time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
-	// The repair policy, shared with audit --reload (remediate.Policy). Its flags were
-	// --remediate-strategy, --remediate-budget, … here; those names still work (hidden).
-	//lint:ignore SA5008 kong reads every set: entry of a tag (one kong variable each), not only the first
-	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=1" set:"reload_per=round" set:"reload_strategies=,evict,rollout-restart,admin-quit" set:"reload_lease_default="`
+// BlockedWorkload is a workload on which repair is blocked, and the closed-set reason
+// (exposed as collector.BlockedWorkload, which has the same fields).
+type BlockedWorkload struct {
+	Namespace, Workload, Reason string
 }
 
-func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
-	if !f.Remediate {
-		if f.RemediateDryRun {
-			return errors.New("--remediate-dry-run needs --remediate")
-		}
-		return nil
-	}
-	switch {
-	case !kubeMode:
-		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
-	case totalShards > 1:
-		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
-		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
-	case f.RemediateLeaseName == "":
-		return errors.New("--remediate-lease-name must not be empty")
-	case f.RemediateLeaseDuration < 2*time.Second:
-		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", f.RemediateLeaseDuration)
-	}
-	return f.Repair.Validate(remediate.CommandServe)
+// RemediatorConfig is what `serve --remediate` hands its Remediator. The Kubernetes session
+// reaches it through Observe and OpenAdmin only, so that repair reuses the exporter's informers
+// and admin transport without importing them.
+type RemediatorConfig struct {
+	Client *kubeapi.Client
+	Policy Policy
+	// DryRun plans and counts (outcome planned) but changes nothing.
+	DryRun bool
+	// Lease is the election's Lease; its Client is Client.
+	Lease LeaseConfig
+	// Observe and OpenAdmin are the post-check's and admin-quit's access to the cluster.
+	Observe   Observer
+	OpenAdmin AdminOpener
+	// AuditPolicy is the audit's policy at the time of the round (the configuration reloads).
+	AuditPolicy func() config.Policy
+	Metrics     Recorder
+	// SetBlocked receives, after each acted-on round, the workloads repair is blocked on.
+	SetBlocked func([]BlockedWorkload)
+	Log        *slog.Logger
 }
 
-// remediator is the exporter's repair: rounds go to remediate.Continuous, which runs act in the
-// elected replica only. nil when --remediate is off; its methods accept a nil receiver so that
-// serve.go calls them unconditionally.
-type remediator struct {
-	f       *remediateFlags
-	x       *exporter
-	log     *slog.Logger
-	client  *kubeapi.Client
-	metrics *collector.RepairMetrics
-	reg     *prometheus.Registry
-	cont    *remediate.Continuous
+// Remediator is the exporter's repair: rounds go to Continuous, which runs act in the elected
+// replica only.
+type Remediator struct {
+	cfg  RemediatorConfig
+	log  *slog.Logger
+	cont *Continuous
 	// healthy are the workloads the last acted-on round showed converged, so that a blocked
 	// workload's Lease is read when it turns healthy, not in every round; all of them are read
 	// again once per cooldown (sweptAt), which covers blocks written while this replica did not
 	// lead. Only the worker goroutine touches them.
-	healthy map[remediate.Workload]bool
+	healthy map[Workload]bool
 	sweptAt time.Time
 }
 
-// newRemediator is called after the Kubernetes session started.
-func (x *exporter) newRemediator() (*remediator, error) {
-	f := &x.c.remediateFlags
-	if !f.Remediate {
-		return nil, nil
-	}
-	rc, err := x.c.kubeFlags.restConfig()
-	if err != nil {
-		return nil, err
-	}
-	client, err := kubeapi.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("--remediate: kubernetes client: %w", err)
-	}
-	id, err := electionIdentity(f.RemediateIdentity)
-	if err != nil {
-		return nil, err
-	}
-	r := &remediator{f: f, x: x, log: x.log.With("component", "remediate"), client: client,
-		metrics: newRepairMetrics(), reg: prometheus.NewRegistry()}
-	if err := r.reg.Register(r.metrics); err != nil {
-		return nil, fmt.Errorf("register repair metrics: %w", err)
-	}
-	lease := f.RemediateLeaseDuration
-	r.cont = &remediate.Continuous{
-		Lease: remediate.LeaseConfig{Client: client, Namespace: f.Repair.LeaseNamespace, Name: f.RemediateLeaseName,
-			Identity: id, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 7},
-		Act: r.act,
-		Log: r.log,
-	}
-	r.log.Info("remediate enabled", "lease", f.Repair.LeaseNamespace+"/"+f.RemediateLeaseName, "identity", id,
-		"dry_run", f.RemediateDryRun, "budget", f.Repair.Budget, "cooldown", f.Repair.Cooldown.String())
-	return r, nil
+// NewRemediator is called after the Kubernetes session started.
+func NewRemediator(cfg RemediatorConfig) *Remediator {
+	r := &Remediator{cfg: cfg, log: cfg.Log.With("component", "remediate")}
+	cfg.Lease.Client = cfg.Client
+	r.cont = &Continuous{Lease: cfg.Lease, Act: r.act, Log: r.log}
+	r.log.Info("remediate enabled", "lease", cfg.Policy.LeaseNamespace+"/"+cfg.Lease.Name, "identity", cfg.Lease.Identity,
+		"dry_run", cfg.DryRun, "budget", cfg.Policy.Budget, "cooldown", cfg.Policy.Cooldown.String())
+	return r
 }
 
-// electionIdentity is the flag's value, else POD_NAME or the host name; a random suffix keeps
+// ElectionIdentity is the flag's value, else POD_NAME or the host name; a random suffix keeps
 // two processes on one host (or a restarted pod with its old Lease) apart.
-func electionIdentity(flag string) (string, error) {
+func ElectionIdentity(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
@@ -128,54 +84,38 @@ func electionIdentity(flag string) (string, error) {
 	return base + "_" + hex.EncodeToString(b[:]), nil
 }
 
-// gatherer is the repair metrics' registry (none when off).
-func (r *remediator) gatherers() []prometheus.Gatherer {
-	if r == nil {
-		return nil
+// Run runs the election until ctx ends.
+func (r *Remediator) Run(ctx context.Context) error {
+	if err := r.cont.Run(ctx); err != nil {
+		r.log.Error("remediate stopped", "err", err)
+		return err
 	}
-	return []prometheus.Gatherer{r.reg}
+	return nil
 }
 
-// start runs the election until ctx ends.
-func (r *remediator) start(ctx context.Context, wg *sync.WaitGroup) {
-	if r == nil {
-		return
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := r.cont.Run(ctx); err != nil {
-			r.log.Error("remediate stopped", "err", err)
-		}
-	}()
-}
-
-// offer hands a recorded round to the leader's worker; rounds from local mode never get here.
-// Nor do rounds judged while the Kubernetes source was down: their desired view is the cache
-// from before the outage, and a Secret rotated meanwhile would make pods that serve the new
-// certificate look stale. After an outage the informers relist with backoff, so the API server
-// can answer the leader's requests seconds before the cache is current again.
-func (r *remediator) offer(round collector.Round) {
-	if r == nil || !round.Kubernetes {
-		return
-	}
-	if !round.SourcesUp["kubernetes"] {
+// Offer hands a complete Kubernetes round to the leader's worker, unless current is false: a
+// round judged while the Kubernetes source was down has the cache from before the outage as its
+// desired view, and a Secret rotated meanwhile would make pods that serve the new certificate
+// look stale. After an outage the informers relist with backoff, so the API server can answer
+// the leader's requests seconds before the cache is current again.
+func (r *Remediator) Offer(w Work, current bool) {
+	if !current {
 		r.log.Debug("remediate: the Kubernetes source is down; not acting on this round")
 		return
 	}
-	r.cont.Offer(remediate.Work{Started: round.Started, Report: round.Report, Inputs: round.Inputs})
+	r.cont.Offer(w)
 }
 
 // recover releases the blocked workloads that turned healthy since the last round (all
 // healthy ones once per cooldown).
-func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep audit.Report) {
-	now := map[remediate.Workload]bool{}
-	all := time.Since(r.sweptAt) >= max(r.f.Repair.Cooldown, time.Minute)
+func (r *Remediator) recover(ctx context.Context, exe *Executor, rep audit.Report) {
+	now := map[Workload]bool{}
+	all := time.Since(r.sweptAt) >= max(r.cfg.Policy.Cooldown, time.Minute)
 	if all {
 		r.sweptAt = time.Now()
 	}
-	var check []remediate.Workload
-	for _, w := range remediate.HealthyWorkloads(rep) {
+	var check []Workload
+	for _, w := range HealthyWorkloads(rep) {
 		now[w] = true
 		if all || !r.healthy[w] {
 			check = append(check, w)
@@ -189,30 +129,32 @@ func (r *remediator) recover(ctx context.Context, exe *remediate.Executor, rep a
 // annotations and their workloads' cooldown Leases (owners come from the round's pod context),
 // plan, and carry the plan out one action at a time with the post-check observing the cluster
 // through the exporter's own session.
-func (r *remediator) act(ctx context.Context, w remediate.Work) {
-	f := r.f
-	opt := f.Repair.Options(true, time.Now())
-	in, err := remediate.PrepareKube(ctx, r.client, f.Repair.LeaseNamespace, w.Report, w.Inputs, &opt)
+func (r *Remediator) act(ctx context.Context, w Work) {
+	c := r.cfg
+	opt := c.Policy.Options(true, time.Now())
+	in, err := PrepareKube(ctx, c.Client, c.Policy.LeaseNamespace, w.Report, w.Inputs, &opt)
 	if err != nil {
 		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
 		return
 	}
-	exe := &remediate.Executor{Client: r.client, Log: r.log, Metrics: r.metrics}
-	f.Repair.Configure(exe)
-	if !f.RemediateDryRun {
-		exe.Verify = remediate.NewVerifier(observer(r.x.kube), r.x.policy(), time.Now)
-		exe.OpenAdmin = openAdmin(r.x.kube)
+	exe := &Executor{Client: c.Client, Log: r.log, Metrics: c.Metrics}
+	c.Policy.Configure(exe)
+	if !c.DryRun {
+		exe.Verify = NewVerifier(c.Observe, c.AuditPolicy(), time.Now)
+		exe.OpenAdmin = c.OpenAdmin
 		r.recover(ctx, exe, w.Report)
 	}
-	actions := remediate.Plan(w.Report, in, opt)
-	results := exe.Run(ctx, actions, f.RemediateDryRun)
-	var blocked []collector.BlockedWorkload
+	actions := Plan(w.Report, in, opt)
+	results := exe.Run(ctx, actions, c.DryRun)
+	var blocked []BlockedWorkload
 	for _, res := range results {
-		if res.Skip == remediate.SkipBlocked {
-			blocked = append(blocked, collector.BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload.Ref(), Reason: res.Reason})
+		if res.Skip == SkipBlocked {
+			blocked = append(blocked, BlockedWorkload{Namespace: res.Target.Namespace, Workload: res.Target.Workload.Ref(), Reason: res.Reason})
 		}
 	}
-	r.metrics.SetBlocked(blocked)
+	if c.SetBlocked != nil {
+		c.SetBlocked(blocked)
+	}
 	if len(results) == 0 {
 		return
 	}
@@ -220,7 +162,7 @@ func (r *remediator) act(ctx context.Context, w remediate.Work) {
 	for _, res := range results {
 		counts[res.Outcome]++
 	}
-	r.log.Info("remediate round", "actions", len(results), "done", counts[remediate.OutcomeDone],
-		"refused", counts[remediate.OutcomeRefused], "failed", counts[remediate.OutcomeFailed],
-		"skipped", counts[remediate.OutcomeSkipped], "planned", counts[remediate.OutcomePlanned])
+	r.log.Info("remediate round", "actions", len(results), "done", counts[OutcomeDone],
+		"refused", counts[OutcomeRefused], "failed", counts[OutcomeFailed],
+		"skipped", counts[OutcomeSkipped], "planned", counts[OutcomePlanned])
 }

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/certdrift/certdrift/collector"
+	"github.com/certdrift/certdrift/exporter"
+	"github.com/certdrift/certdrift/gather"
+	"github.com/certdrift/certdrift/kubeapi"
+	"github.com/certdrift/certdrift/remediate"
+)
+
+// serveCmd is `certdrift serve`: the exporter. Rounds of observation and judgement run on their
+// own schedule (and early on Kubernetes changes); scrapes read the latest round.
+type serveCmd struct {
+	Config        string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_CONFIG" help:"YAML configuration file: the whole local mode, or with --kubeconfig only pairings and policy; reloaded on SIGHUP and POST /-/reload."`
+	ListenAddress []string      `name:"web.listen-address" default:":9809" env:"CERTDRIFT_WEB_LISTEN_ADDRESS" help:"Addresses to serve metrics on (repeatable)."`
+	WebConfigFile string        `name:"web.config.file" type:"path" placeholder:"FILE" env:"CERTDRIFT_WEB_CONFIG_FILE" help:"exporter-toolkit web configuration (TLS, client certificates, basic auth)."`
+	ProbeAddress  string        `name:"web.probe-address" placeholder:"ADDR" env:"CERTDRIFT_WEB_PROBE_ADDRESS" help:"Optional plain-HTTP address serving only /-/healthy and /-/ready, for kubelet probes when the metrics port requires TLS or auth."`
+	ScrapeTimeout time.Duration `name:"web.scrape-timeout" default:"10s" env:"CERTDRIFT_WEB_SCRAPE_TIMEOUT" help:"Most time one /metrics request may take."`
+	MaxRequests   int           `name:"web.max-requests" default:"10" env:"CERTDRIFT_WEB_MAX_REQUESTS" help:"Most /metrics requests served at once; more get 503."`
+	MaxConns      int           `name:"web.max-connections" default:"512" env:"CERTDRIFT_WEB_MAX_CONNECTIONS" help:"Most connections held open by the metrics addresses together, and by the probe address; over it the longest-idle connection is closed."`
+	IdleTimeout   time.Duration `name:"web.idle-timeout" default:"15s" env:"CERTDRIFT_WEB_IDLE_TIMEOUT" help:"How long a keep-alive connection may wait for its next request."`
+	HeaderTimeout time.Duration `name:"web.read-header-timeout" default:"5s" env:"CERTDRIFT_WEB_READ_HEADER_TIMEOUT" help:"How long a client may take to send its request headers (and its TLS handshake)."`
+	Interval      time.Duration `default:"30s" env:"CERTDRIFT_INTERVAL" help:"Time between rounds of admin reads and handshakes."`
+	Jitter        float64       `default:"0.1" env:"CERTDRIFT_JITTER" help:"Fraction of --interval by which each wait is randomly shortened or lengthened, so replicas do not probe in step."`
+	RoundTimeout  time.Duration `name:"round-timeout" default:"0s" env:"CERTDRIFT_ROUND_TIMEOUT" help:"Deadline for one round; 0 means --interval."`
+	Debounce      time.Duration `default:"200ms" env:"CERTDRIFT_DEBOUNCE" help:"Kubernetes mode: after a Secret, ConfigMap or pod change, wait this long for more before an early round."`
+	Timeout       time.Duration `default:"0s" env:"CERTDRIFT_TIMEOUT" help:"Deadline for each admin request and each handshake; 0 uses policy.timeout."`
+	Concurrency   int           `default:"8" env:"CERTDRIFT_CONCURRENCY" help:"Most admin requests, file reads and handshakes in flight at once, per view."`
+	Grace         time.Duration `default:"0s" env:"CERTDRIFT_GRACE" help:"How long a rotation may take to reach Envoy before it is drift; 0 uses policy.grace."`
+	Shard         int           `default:"0" env:"CERTDRIFT_SHARD" help:"This replica's shard, 0..--total-shards-1."`
+	TotalShards   int           `name:"total-shards" default:"1" env:"CERTDRIFT_TOTAL_SHARDS" help:"Number of replicas splitting pods and Secrets by a stable hash of namespace/name."`
+
+	kubeFlags      `embed:""`
+	remediateFlags `embed:""`
+}
+
+func (c *serveCmd) Validate() error {
+	switch {
+	case c.Concurrency < 1 || c.Concurrency > 1024:
+		return fmt.Errorf("--concurrency %d: want 1..1024", c.Concurrency)
+	case c.Interval < 100*time.Millisecond:
+		return fmt.Errorf("--interval %s: want at least 100ms", c.Interval)
+	case c.Jitter < 0 || c.Jitter > 0.5:
+		return fmt.Errorf("--jitter %g: want 0..0.5", c.Jitter)
+	case c.RoundTimeout < 0 || c.Timeout < 0 || c.Grace < 0 || c.Debounce < 0 || c.ScrapeTimeout < 0:
+		return errors.New("durations must not be negative")
+	case c.MaxRequests < 1:
+		return fmt.Errorf("--web.max-requests %d: want at least 1", c.MaxRequests)
+	case c.MaxConns < 1:
+		return fmt.Errorf("--web.max-connections %d: want at least 1", c.MaxConns)
+	case c.IdleTimeout <= 0 || c.HeaderTimeout <= 0:
+		return errors.New("--web.idle-timeout and --web.read-header-timeout must be positive")
+	case c.TotalShards < 1:
+		return fmt.Errorf("--total-shards %d: want at least 1", c.TotalShards)
+	case c.Shard < 0 || c.Shard >= c.TotalShards:
+		return fmt.Errorf("--shard %d: want 0..%d (--total-shards %d)", c.Shard, c.TotalShards-1, c.TotalShards)
+	case len(c.ListenAddress) == 0:
+		return errors.New("--web.listen-address: at least one address is needed")
+	}
+	if err := c.kubeFlags.validate(); err != nil {
+		return err
+	}
+	if err := c.remediateFlags.validate(c.kubeFlags.enabled(), c.TotalShards); err != nil {
+		return err
+	}
+	switch {
+	case c.Config == "" && !c.kubeFlags.enabled():
+		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
+	}
+	if c.WebConfigFile != "" {
+		if err := exporter.ValidateWebConfig(c.WebConfigFile); err != nil {
+			return fmt.Errorf("--web.config.file %s: %w", c.WebConfigFile, err)
+		}
+	}
+	return nil
+}
+
+func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error {
+	x, err := exporter.New(exporter.Options{
+		Config: c.Config, Kubernetes: c.kubeFlags.enabled(),
+		Interval: c.Interval, Jitter: c.Jitter, RoundTimeout: c.RoundTimeout, Debounce: c.Debounce,
+		Timeout: c.Timeout, Grace: c.Grace, Concurrency: c.Concurrency,
+		Shard: collector.Shard{Index: c.Shard, Total: c.TotalShards},
+		Build: collector.BuildInfo{Version: b.Version, Revision: b.Commit, GoVersion: b.GoVersion},
+		Web: exporter.Web{ListenAddresses: c.ListenAddress, ConfigFile: c.WebConfigFile, ProbeAddress: c.ProbeAddress,
+			ScrapeTimeout: c.ScrapeTimeout, MaxRequests: c.MaxRequests, MaxConns: c.MaxConns,
+			IdleTimeout: c.IdleTimeout, HeaderTimeout: c.HeaderTimeout},
+		Log: log,
+	})
+	if err != nil {
+		return noRun(err)
+	}
+	if c.kubeFlags.enabled() {
+		opts, err := c.kubeFlags.options(gather.Options{Timeout: x.Policy().Timeout.D(), Concurrency: c.Concurrency, Log: log})
+		if err != nil {
+			return noRun(err)
+		}
+		rc, err := c.kubeFlags.restConfig()
+		if err != nil {
+			return noRun(err)
+		}
+		if err := x.StartKube(ctx, rc, opts); err != nil {
+			return noRun(err)
+		}
+		defer x.Close()
+		if c.Remediate {
+			if err := c.enableRepair(x, rc, log); err != nil {
+				return noRun(err)
+			}
+		}
+	}
+	sigCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go c.signals(sigCtx, x, log)
+	if err := x.Run(ctx); err != nil {
+		return noRun(err)
+	}
+	return nil
+}
+
+// enableRepair is --remediate: the election and the repair policy.
+func (c *serveCmd) enableRepair(x *exporter.Exporter, rc *rest.Config, log *slog.Logger) error {
+	client, err := kubeapi.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("--remediate: kubernetes client: %w", err)
+	}
+	id, err := remediate.ElectionIdentity(c.RemediateIdentity)
+	if err != nil {
+		return err
+	}
+	lease := c.RemediateLeaseDuration
+	return x.EnableRepair(remediate.RemediatorConfig{Client: client, Policy: c.Repair, DryRun: c.RemediateDryRun, Log: log,
+		Lease: remediate.LeaseConfig{Namespace: c.Repair.LeaseNamespace, Name: c.RemediateLeaseName,
+			Identity: id, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 7}})
+}
+
+// signals turns SIGHUP into a reload.
+func (c *serveCmd) signals(ctx context.Context, x *exporter.Exporter, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		if c.kubeFlags.enabled() {
+			log.Info("SIGHUP ignored: Kubernetes mode has no configuration file")
+			continue
+		}
+		_ = x.Reload(ctx) // logged and counted by the exporter
+	}
+}
+
+// remediateFlags are `certdrift serve --remediate`: `audit --reload --yes` after every complete
+// round of the exporter, by the one replica that holds the election Lease. Off by default. The
+// repair policy is audit's (--reload-*); the flags here are the election's.
+type remediateFlags struct {
+	Remediate              bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
+	RemediateDryRun        bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
+	RemediateLeaseName     string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on, in --reload-lease-namespace."`
+	RemediateIdentity      string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
+	RemediateLeaseDuration time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
+	// The repair policy, shared with audit --reload (remediate.Policy). Its flags were
+	// --remediate-strategy, --remediate-budget, … here; those names still work (hidden).
+	//lint:ignore SA5008 kong reads every set: entry of a tag (one kong variable each), not only the first
+	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=1" set:"reload_per=round" set:"reload_strategies=,evict,rollout-restart,admin-quit" set:"reload_lease_default="`
+}
+
+func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
+	if !f.Remediate {
+		if f.RemediateDryRun {
+			return errors.New("--remediate-dry-run needs --remediate")
+		}
+		return nil
+	}
+	switch {
+	case !kubeMode:
+		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
+	case totalShards > 1:
+		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
+		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
+	case f.RemediateLeaseName == "":
+		return errors.New("--remediate-lease-name must not be empty")
+	case f.RemediateLeaseDuration < 2*time.Second:
+		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", f.RemediateLeaseDuration)
+	}
+	return f.Repair.Validate(remediate.CommandServe)
+}
