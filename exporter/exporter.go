@@ -138,7 +138,7 @@ func (x *Exporter) Reload(ctx context.Context) error {
 	}
 }
 
-var errNoFile = errors.New("Kubernetes mode has no configuration file to reload")
+var errNoFile = errors.New("no configuration file to reload in Kubernetes mode")
 
 // loop runs rounds: one at once, then every interval (with jitter), early after a debounced
 // change, and after every successful reload. Rounds never overlap.

@@ -187,7 +187,7 @@ func (x *Exporter) handler(metrics http.Handler) http.Handler {
 			return
 		}
 		if x.opt.Kubernetes {
-			http.Error(w, errNoFile.Error(), http.StatusBadRequest)
+			http.Error(w, "Kubernetes mode has no configuration file to reload", http.StatusBadRequest)
 			return
 		}
 		err := x.Reload(r.Context())
