@@ -48,11 +48,11 @@ test-unit: deps
 # The race detector over the code that runs concurrently: the collector's store (rounds, informer
 # updates and scrapes at once), the network memory budget and connection limiter, the admin
 # client's parallel reads and shared transports, the TLS prober's fan-out, the kubelet-swap reader,
-# the Kubernetes informers and port-forward session pool, the Lease elector, and serve in
-# cmd/certdrift. Only the tests that exercise that concurrency run here (race builds run several
+# the Kubernetes informers and port-forward session pool, the Lease elector, and serve
+# (exporter, cmd/certdrift). Only the tests that exercise that concurrency run here (race builds run several
 # times slower; the whole suite already ran without it), which keeps this pass to a few minutes.
 RACE_PKGS ?= ./collector ./internal/connlimit ./probe/netbudget ./probe/envoyadmin ./probe/tlsprobe \
-  ./probe/files ./probe/kube/inventory ./probe/kube/adminaccess ./remediate ./gather ./cmd/certdrift
+  ./probe/files ./probe/kube/inventory ./probe/kube/adminaccess ./remediate ./gather ./exporter ./cmd/certdrift
 RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerFormats \
   TestIdleEvictedForNew TestBusyNotEvicted TestCloseDropsIdleKeepsBusy TestGrowWaitsForRelease \
   TestGrowEndsWithContext TestHoldersDoNotDeadlock TestReadAllWaitsThenFailsAtDeadline \

@@ -13,4 +13,10 @@
 // STALE_PROCESS, REPLICA_DIVERGENCE naming a pod), and never when the Secret itself is the
 // problem (KEY_MISMATCH, ROTATION_FAILED, ...): restarting an Envoy onto a certificate it rejects
 // turns drift into an outage, and restarting it again would loop.
+//
+// `audit --reload` plans and executes once and prints the results (RenderTable, RenderJSON);
+// `serve --remediate` hands every complete round to a Remediator, which acts in the replica
+// elected through Continuous only. Neither reaches the Kubernetes session other than through
+// an Observer (the post-check's round) and an AdminOpener, so repair imports no observation
+// package.
 package remediate

@@ -13,6 +13,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/gather"
+	"github.com/certdrift/certdrift/internal/boundedfile"
 	"github.com/certdrift/certdrift/kubeapi"
 )
 
@@ -87,4 +88,19 @@ func inventoryOnly(ctx context.Context, io *streams, rc *rest.Config, opt gather
 		return noRun(fmt.Errorf("write inventory summary: %w", err))
 	}
 	return nil
+}
+
+// maxKubeconfigBytes bounds --kubeconfig: kubeconfigs embed certificates, so allow many clusters.
+const maxKubeconfigBytes = 16 << 20
+
+// checkKubeconfig reads --kubeconfig through boundedfile before client-go reads it again with
+// os.ReadFile (as it does the certificate, key and token files the kubeconfig names, on its own
+// schedule: those are client-go's). A check then a read leaves a moment for the path to be
+// swapped; it stops the plain mistakes and hostile paths, which is what hung the process.
+func checkKubeconfig(path string) error {
+	if path == "" {
+		return nil
+	}
+	_, _, err := boundedfile.Read(path, maxKubeconfigBytes)
+	return err
 }

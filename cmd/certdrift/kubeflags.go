@@ -77,7 +77,7 @@ func (k kubeFlags) validate() error {
 		}
 	}
 	for _, l := range k.SecretLayout {
-		if _, err := parseLayout(l); err != nil {
+		if _, err := inventory.ParseLayout(l); err != nil {
 			errs = append(errs, fmt.Errorf("--secret-layout %q: %w", l, err))
 		}
 	}
@@ -96,55 +96,6 @@ func (k kubeFlags) validate() error {
 		errs = append(errs, fmt.Errorf("--kube-burst %d is below --kube-qps %v: client-go would never reach the rate", k.KubeBurst, k.KubeQPS))
 	}
 	return errors.Join(errs...)
-}
-
-// parseLayout reads "cert=K,key=K,ca=K" (key and ca optional, in any order), or "ca=K" alone for a
-// CA-only Secret, into an inventory.Layout.
-func parseLayout(s string) (inventory.Layout, error) {
-	var l inventory.Layout
-	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, val, ok := strings.Cut(part, "=")
-		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
-		if !ok || val == "" {
-			return inventory.Layout{}, fmt.Errorf("%q: want name=key", part)
-		}
-		if seen[name] {
-			return inventory.Layout{}, fmt.Errorf("%s given twice", name)
-		}
-		seen[name] = true
-		if msgs := validation.IsConfigMapKey(strings.ReplaceAll(val, "*", "x")); len(msgs) > 0 {
-			return inventory.Layout{}, fmt.Errorf("%s=%q: not a Secret key: %s", name, val, strings.Join(msgs, "; "))
-		}
-		switch name {
-		case "cert":
-			l.Cert = val
-		case "key":
-			l.Key = val
-		case "ca":
-			l.CA = val
-		default:
-			return inventory.Layout{}, fmt.Errorf("%q: want cert, key or ca", name)
-		}
-	}
-	switch {
-	case l.Cert == "" && l.CA == "":
-		return inventory.Layout{}, errors.New("cert=<key> is required, or ca=<key> alone for a CA-only Secret")
-	case l.Cert == "" && l.Key != "":
-		return inventory.Layout{}, errors.New("key=<key> needs cert=<key>")
-	}
-	certStars, keyStars := strings.Count(l.Cert, "*"), strings.Count(l.Key, "*")
-	if certStars > 1 || keyStars > 1 || strings.Contains(l.CA, "*") {
-		return inventory.Layout{}, errors.New("at most one * in cert and key, none in ca")
-	}
-	if l.Key != "" && certStars != keyStars {
-		return inventory.Layout{}, errors.New("cert and key must both have a * or neither")
-	}
-	return l, nil
 }
 
 // restConfig is the client configuration the flags name, with the flags' rate limits.
@@ -179,7 +130,7 @@ func (k kubeFlags) options(g gather.Options) (gather.KubeOptions, error) {
 	}
 	var layouts []inventory.Layout
 	for _, s := range k.SecretLayout {
-		l, err := parseLayout(s)
+		l, err := inventory.ParseLayout(s)
 		if err != nil {
 			return gather.KubeOptions{}, fmt.Errorf("--secret-layout %q: %w", s, err)
 		}

@@ -2,20 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/exporter"
 	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
@@ -102,18 +100,6 @@ func (r *reloadFlags) closeReload() {
 	}
 }
 
-// reloadReport is what -o json prints with --reload: the audit report with the reload results
-// beside its fields, one JSON document.
-type reloadReport struct {
-	audit.Report
-	Reload reloadSection `json:"reload"`
-}
-
-type reloadSection struct {
-	DryRun  bool               `json:"dry_run"`
-	Results []remediate.Result `json:"results"`
-}
-
 // run plans (and with --yes executes) reloads from the judged report and prints the outcome.
 // It returns an exit error when an action was refused or failed.
 func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, output string, report audit.Report) error {
@@ -125,7 +111,7 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 	opt := r.Repair.Options(kubeMode, time.Now())
 	exe := &remediate.Executor{Log: log, Command: strings.Fields(r.ReloadExec),
 		// Counted like serve --remediate does; a one-shot audit has no /metrics to expose them on.
-		Metrics: newRepairMetrics()}
+		Metrics: exporter.NewRepairMetrics()}
 	r.Repair.Configure(exe)
 	in := st.in
 	if kubeMode {
@@ -138,8 +124,8 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 			return noRun(fmt.Errorf("reload: %w", err))
 		}
 		if r.Yes {
-			exe.Verify = remediate.NewVerifier(observer(st.session), st.policy, time.Now)
-			exe.OpenAdmin = openAdmin(st.session)
+			exe.Verify = remediate.NewVerifier(st.session.GatherEnvoys, st.policy, time.Now)
+			exe.OpenAdmin = st.session.OpenAdminURL
 			// A workload blocked by an earlier failed action is released once the audit shows
 			// it healthy again.
 			exe.RecoverBlocked(ctx, remediate.HealthyWorkloads(report))
@@ -150,69 +136,18 @@ func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, ou
 	actions := remediate.Plan(report, in, opt)
 	results := exe.Run(ctx, actions, !r.Yes)
 
-	if err := renderReload(io.Out, output, !r.Yes, results, report); err != nil {
+	render := func() error { return remediate.RenderTable(io.Out, !r.Yes, results) }
+	if output == "json" {
+		render = func() error { return remediate.RenderJSON(io.Out, !r.Yes, results, report) }
+	}
+	if err := render(); err != nil {
 		return noRun(err)
 	}
-	var bad int
-	for _, res := range results {
-		if res.Outcome == remediate.OutcomeFailed || res.Outcome == remediate.OutcomeRefused || res.Skip == remediate.SkipBlocked {
-			bad++
-		}
-	}
+	bad := remediate.Failed(results)
 	if bad > 0 {
 		return &exitError{code: exitReloadFailed, silent: true, err: fmt.Errorf("%d reload actions refused, failed or blocked", bad)}
 	}
 	return nil
-}
-
-func renderReload(w io.Writer, output string, dryRun bool, results []remediate.Result, report audit.Report) error {
-	if output == "json" {
-		s := reloadReport{Report: report, Reload: reloadSection{DryRun: dryRun, Results: results}}
-		if s.Reload.Results == nil {
-			s.Reload.Results = []remediate.Result{}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(s); err != nil {
-			return fmt.Errorf("write reload results: %w", err)
-		}
-		return nil
-	}
-	head := "reload"
-	if dryRun {
-		head = "reload plan (dry run: add --yes to act)"
-	}
-	fmt.Fprintf(w, "\n%s\n", head)
-	if len(results) == 0 {
-		_, err := fmt.Fprintln(w, "  nothing to reload: no Envoy is proven stale")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  STRATEGY\tTARGET\tOUTCOME\tDETAIL")
-	for _, res := range results {
-		target := res.Target.Envoy
-		if target == "" {
-			target = res.Target.Namespace + "/" + res.Target.Workload.Ref()
-		}
-		outcome := res.Outcome
-		switch {
-		case res.Skip != "":
-			outcome += " (" + res.Skip + ")"
-		case res.Reason != "":
-			outcome += " (" + res.Reason + ")"
-		}
-		strategy := string(res.Strategy)
-		if strategy == "" {
-			strategy = "-"
-		}
-		detail := res.Detail
-		if len(res.Replacements) > 0 {
-			detail += " [replaced by " + strings.Join(res.Replacements, ", ") + "]"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", strategy, target, outcome, detail)
-	}
-	return tw.Flush()
 }
 
 // observeLocal gathers the named local Envoys again, for the post-check.

@@ -5,29 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/exporter-toolkit/web"
 	"k8s.io/client-go/rest"
 
-	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/collector"
-	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/exporter"
 	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/internal/connlimit"
 	"github.com/certdrift/certdrift/kubeapi"
-	"github.com/certdrift/certdrift/probe/envoyadmin"
-	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/remediate"
 )
 
 // serveCmd is `certdrift serve`: the exporter. Rounds of observation and judgement run on their
@@ -90,266 +79,74 @@ func (c *serveCmd) Validate() error {
 		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
 	}
 	if c.WebConfigFile != "" {
-		if err := checkWebConfigFiles(c.WebConfigFile); err != nil {
-			return fmt.Errorf("--web.config.file %s: %w", c.WebConfigFile, err)
-		}
-		if err := web.Validate(c.WebConfigFile); err != nil {
+		if err := exporter.ValidateWebConfig(c.WebConfigFile); err != nil {
 			return fmt.Errorf("--web.config.file %s: %w", c.WebConfigFile, err)
 		}
 	}
 	return nil
-}
-
-// exporter is one running `certdrift serve`.
-type exporter struct {
-	c     *serveCmd
-	log   *slog.Logger
-	store *collector.Store
-
-	// Local mode: the current configuration, swapped by reloads.
-	cfg atomic.Pointer[config.Config]
-	// Kubernetes mode.
-	kube *gather.Session
-	// rem is serve --remediate (nil when off).
-	rem *remediator
-
-	trigger chan struct{}   // an early round, debounced
-	desired *desiredQueue   // Secret changes for the store, between rounds
-	reload  chan chan error // a reload request and where to answer
-	ready   func() bool
-	// admins are the local mode's admin clients, reused across rounds.
-	admins envoyadmin.Transports
 }
 
 func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error {
-	store := collector.NewStore(collector.Options{
+	x, err := exporter.New(exporter.Options{
+		Config: c.Config, Kubernetes: c.kubeFlags.enabled(),
+		Interval: c.Interval, Jitter: c.Jitter, RoundTimeout: c.RoundTimeout, Debounce: c.Debounce,
+		Timeout: c.Timeout, Grace: c.Grace, Concurrency: c.Concurrency,
 		Shard: collector.Shard{Index: c.Shard, Total: c.TotalShards},
 		Build: collector.BuildInfo{Version: b.Version, Revision: b.Commit, GoVersion: b.GoVersion},
+		Web: exporter.Web{ListenAddresses: c.ListenAddress, ConfigFile: c.WebConfigFile, ProbeAddress: c.ProbeAddress,
+			ScrapeTimeout: c.ScrapeTimeout, MaxRequests: c.MaxRequests, MaxConns: c.MaxConns,
+			IdleTimeout: c.IdleTimeout, HeaderTimeout: c.HeaderTimeout},
+		Log: log,
 	})
-	x := &exporter{c: c, log: log, store: store, trigger: make(chan struct{}, 1), reload: make(chan chan error),
-		desired: newDesiredQueue()}
-	x.ready = store.Ready
-
-	if c.Config != "" {
-		cfg, err := x.loadConfig()
-		if err != nil {
-			return noRun(err)
-		}
-		x.cfg.Store(cfg)
-		store.ConfigReloaded(true, time.Now())
+	if err != nil {
+		return noRun(err)
 	}
 	if c.kubeFlags.enabled() {
-		if err := x.startKube(ctx); err != nil {
+		opts, err := c.kubeFlags.options(gather.Options{Timeout: x.Policy().Timeout.D(), Concurrency: c.Concurrency, Log: log})
+		if err != nil {
 			return noRun(err)
 		}
-		defer x.kube.Close()
-		var err error
-		if x.rem, err = x.newRemediator(); err != nil {
+		rc, err := c.kubeFlags.restConfig()
+		if err != nil {
 			return noRun(err)
 		}
-	}
-
-	// go_* and process_* (and the handler's error counter) live apart from the domain metrics.
-	runtimeReg := prometheus.NewRegistry()
-	runtimeReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := x.metricsHandler(store, runtimeReg)
-	if err != nil {
-		return noRun(fmt.Errorf("register collectors: %w", err))
-	}
-
-	listeners := make([]net.Listener, 0, len(c.ListenAddress))
-	srv, limit := c.httpServer(x.handler(metrics, b))
-	for _, a := range c.ListenAddress {
-		l, err := net.Listen("tcp", a)
-		if err != nil {
-			closeAll(listeners)
-			return noRun(fmt.Errorf("--web.listen-address %s: %w", a, err))
+		if err := x.StartKube(ctx, rc, opts); err != nil {
+			return noRun(err)
 		}
-		listeners = append(listeners, limit.Listener(l))
-		log.Info("serving metrics", "address", l.Addr().String())
-	}
-	var probeSrv *http.Server
-	var probeL net.Listener
-	var probeLimit *connlimit.Limiter
-	if c.ProbeAddress != "" {
-		l, err := net.Listen("tcp", c.ProbeAddress)
-		if err != nil {
-			closeAll(listeners)
-			return noRun(fmt.Errorf("--web.probe-address %s: %w", c.ProbeAddress, err))
+		defer x.Close()
+		if c.Remediate {
+			if err := c.enableRepair(x, rc, log); err != nil {
+				return noRun(err)
+			}
 		}
-		log.Info("serving probes", "address", l.Addr().String())
-		mux := http.NewServeMux()
-		x.health(mux)
-		probeSrv, probeLimit = c.httpServer(mux)
-		probeL = probeLimit.Listener(l)
 	}
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); x.loop(runCtx) }()
-	go func() { defer wg.Done(); x.desired.run(runCtx, store) }()
-	go func() { defer wg.Done(); x.signals(runCtx) }()
-	x.rem.start(runCtx, &wg)
-
-	errc := make(chan error, 2)
-	webFlags := &web.FlagConfig{WebListenAddresses: &c.ListenAddress, WebSystemdSocket: new(bool), WebConfigFile: &c.WebConfigFile}
-	go func() { errc <- web.ServeMultiple(listeners, srv, webFlags, log) }()
-	if probeSrv != nil {
-		go func() { errc <- probeSrv.Serve(probeL) }()
-	}
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case serveErr = <-errc:
-	}
-	cancel()
-	shutCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer done()
-	// Silent and idle connections go now; Shutdown then waits only for requests in progress.
-	limit.Close()
-	probeLimit.Close()
-	_ = srv.Shutdown(shutCtx)
-	if probeSrv != nil {
-		_ = probeSrv.Shutdown(shutCtx)
-	}
-	// The shutdown is bounded as a whole: a goroutine stuck where no context reaches (a read of
-	// the exporter-toolkit's, a kernel call) must not keep a terminated process alive past its
-	// grace period.
-	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-shutCtx.Done():
-		log.Error("shutdown grace period over with work still running; exiting anyway")
-	}
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return noRun(fmt.Errorf("serve: %w", serveErr))
+	sigCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go c.signals(sigCtx, x, log)
+	if err := x.Run(ctx); err != nil {
+		return noRun(err)
 	}
 	return nil
 }
 
-// httpServer is one port's server: timeouts so that silent and idle clients let go of their
-// connection, and a cap so that a flood of them cannot use up the file descriptors the rounds
-// need (issue 15).
-func (c *serveCmd) httpServer(h http.Handler) (*http.Server, *connlimit.Limiter) {
-	limit := connlimit.New(c.MaxConns)
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: c.HeaderTimeout,
-		IdleTimeout:       c.IdleTimeout,
-		ConnState:         limit.ConnState,
-	}, limit
-}
-
-func closeAll(ls []net.Listener) {
-	for _, l := range ls {
-		l.Close()
-	}
-}
-
-// metricsHandler is /metrics: the collector's handler (text or protobuf, from the same
-// pre-rendered rows) under a limit of concurrent scrapes and a write deadline.
-func (x *exporter) metricsHandler(store *collector.Store, runtimeReg *prometheus.Registry) (http.Handler, error) {
-	h, err := store.Handler(collector.HandlerOpts{
-		Log:      x.log,
-		Extra:    append([]prometheus.Gatherer{runtimeReg}, x.rem.gatherers()...),
-		Registry: runtimeReg,
-	})
+// enableRepair is --remediate: the election and the repair policy.
+func (c *serveCmd) enableRepair(x *exporter.Exporter, rc *rest.Config, log *slog.Logger) error {
+	client, err := kubeapi.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("--remediate: kubernetes client: %w", err)
 	}
-	inFlight := make(chan struct{}, x.c.MaxRequests)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case inFlight <- struct{}{}:
-			defer func() { <-inFlight }()
-		default:
-			http.Error(w, fmt.Sprintf("limit of %d concurrent scrapes reached", x.c.MaxRequests), http.StatusServiceUnavailable)
-			return
-		}
-		if x.c.ScrapeTimeout > 0 {
-			// A scrape is concatenation; what can take long is a client that reads slowly, which
-			// must not hold one of the MaxRequests slots beyond the timeout. The deadline is the
-			// connection's: cleared afterwards, or it would cut the next request on a keep-alive
-			// connection (the server resets it only with a WriteTimeout, which serve does not
-			// set). Not every ResponseWriter supports deadlines (tests' recorders): then none.
-			rc := http.NewResponseController(w)
-			if rc.SetWriteDeadline(time.Now().Add(x.c.ScrapeTimeout)) == nil {
-				defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
-			}
-		}
-		h.ServeHTTP(w, r)
-	}), nil
-}
-
-// handler is the metrics port: landing page, /metrics, health, reload.
-func (x *exporter) handler(metrics http.Handler, b buildInfo) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics)
-	x.health(mux)
-	mux.HandleFunc("/-/reload", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost && r.Method != http.MethodPut {
-			http.Error(w, "POST to reload the configuration", http.StatusMethodNotAllowed)
-			return
-		}
-		if x.kube != nil {
-			http.Error(w, "Kubernetes mode has no configuration file to reload", http.StatusBadRequest)
-			return
-		}
-		answer := make(chan error, 1)
-		select {
-		case x.reload <- answer:
-		case <-r.Context().Done():
-			return
-		}
-		var err error
-		select {
-		case err = <-answer:
-		case <-r.Context().Done():
-			return // the client left, or the server is shutting down
-		}
-		if err != nil {
-			http.Error(w, "reload failed: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		fmt.Fprintln(w, "configuration reloaded")
-	})
-	landing, err := web.NewLandingPage(web.LandingConfig{
-		Name:        "certdrift",
-		Description: "Desired, loaded and served certificates of Envoy, compared",
-		Version:     b.Version,
-		Links: []web.LandingLinks{
-			{Address: "/metrics", Text: "Metrics"},
-			{Address: "/-/ready", Text: "Readiness", Description: "200 once the first round is complete"},
-			{Address: "/-/healthy", Text: "Health"},
-		},
-	})
+	id, err := remediate.ElectionIdentity(c.RemediateIdentity)
 	if err != nil {
-		// The landing page is a template of ours: failing here is a programming error.
-		x.log.Error("landing page", "err", err)
-	} else {
-		mux.Handle("/", landing)
+		return err
 	}
-	return mux
-}
-
-func (x *exporter) health(mux *http.ServeMux) {
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "healthy") })
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !x.ready() {
-			http.Error(w, "not ready: the first round has not completed", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
+	lease := c.RemediateLeaseDuration
+	return x.EnableRepair(remediate.RemediatorConfig{Client: client, Policy: c.Repair, DryRun: c.RemediateDryRun, Log: log,
+		Lease: remediate.LeaseConfig{Namespace: c.Repair.LeaseNamespace, Name: c.RemediateLeaseName,
+			Identity: id, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 7}})
 }
 
 // signals turns SIGHUP into a reload.
-func (x *exporter) signals(ctx context.Context) {
+func (c *serveCmd) signals(ctx context.Context, x *exporter.Exporter, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -358,209 +155,47 @@ func (x *exporter) signals(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			if x.kube != nil {
-				x.log.Info("SIGHUP ignored: Kubernetes mode has no configuration file")
-				continue
-			}
-			answer := make(chan error, 1)
-			select {
-			case x.reload <- answer:
-				select {
-				case <-answer:
-				case <-ctx.Done():
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
 		}
-	}
-}
-
-// loop runs rounds: one at once, then every interval (with jitter), early after a debounced
-// change, and after every successful reload. Rounds never overlap.
-func (x *exporter) loop(ctx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-x.trigger:
-			// Let a burst of informer events (a rollout, a cert-manager renewal touching several
-			// Secrets) settle into one round.
-			select {
-			case <-time.After(x.c.Debounce):
-			case <-ctx.Done():
-				return
-			}
-			select {
-			case <-x.trigger:
-			default:
-			}
-		case answer := <-x.reload:
-			err := x.reloadConfig()
-			answer <- err
-			if err != nil {
-				continue
-			}
+		if c.kubeFlags.enabled() {
+			log.Info("SIGHUP ignored: Kubernetes mode has no configuration file")
+			continue
 		}
-		x.runRound(ctx)
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		_ = x.Reload(ctx) // logged and counted by the exporter
+	}
+}
+
+// remediateFlags are `certdrift serve --remediate`: `audit --reload --yes` after every complete
+// round of the exporter, by the one replica that holds the election Lease. Off by default. The
+// repair policy is audit's (--reload-*); the flags here are the election's.
+type remediateFlags struct {
+	Remediate              bool          `name:"remediate" env:"CERTDRIFT_REMEDIATE" help:"Kubernetes mode: after each complete round, reload Envoys proven stale (see docs/repair.md); only the replica holding --remediate-lease-name acts."`
+	RemediateDryRun        bool          `name:"remediate-dry-run" env:"CERTDRIFT_REMEDIATE_DRY_RUN" help:"With --remediate: plan and count (outcome planned) but change nothing."`
+	RemediateLeaseName     string        `name:"remediate-lease-name" default:"certdrift-remediate" env:"CERTDRIFT_REMEDIATE_LEASE_NAME" help:"Lease (coordination.k8s.io) the replicas elect a leader on, in --reload-lease-namespace."`
+	RemediateIdentity      string        `name:"remediate-identity" env:"CERTDRIFT_REMEDIATE_IDENTITY" help:"This replica's name in the election (default: $POD_NAME or the host name, plus a random suffix)."`
+	RemediateLeaseDuration time.Duration `name:"remediate-lease-duration" default:"15s" env:"CERTDRIFT_REMEDIATE_LEASE_DURATION" help:"How long a leader's Lease lasts without renewal; a follower takes over after it (at once when the leader shuts down cleanly)."`
+	// The repair policy, shared with audit --reload (remediate.Policy). Its flags were
+	// --remediate-strategy, --remediate-budget, … here; those names still work (hidden).
+	//lint:ignore SA5008 kong reads every set: entry of a tag (one kong variable each), not only the first
+	Repair remediate.Policy `embed:"" prefix:"reload-" set:"reload_budget=1" set:"reload_per=round" set:"reload_strategies=,evict,rollout-restart,admin-quit" set:"reload_lease_default="`
+}
+
+func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
+	if !f.Remediate {
+		if f.RemediateDryRun {
+			return errors.New("--remediate-dry-run needs --remediate")
 		}
-		timer.Reset(x.nextWait())
-	}
-}
-
-func (x *exporter) nextWait() time.Duration {
-	j := x.c.Jitter * (2*rand.Float64() - 1)
-	return time.Duration(float64(x.c.Interval) * (1 + j))
-}
-
-// loadConfig reads --config: the whole local mode, or in Kubernetes mode pairings and policy.
-func (x *exporter) loadConfig() (*config.Config, error) {
-	if x.c.kubeFlags.enabled() {
-		return config.LoadCluster(x.c.Config)
-	}
-	return config.Load(x.c.Config)
-}
-
-func (x *exporter) reloadConfig() error {
-	if x.c.Config == "" {
-		return errors.New("no --config to reload")
-	}
-	cfg, err := x.loadConfig()
-	now := time.Now()
-	x.store.ConfigReloaded(err == nil, now)
-	if err != nil {
-		x.log.Error("configuration reload failed; keeping the previous one", "config", x.c.Config, "err", err)
-		return err
-	}
-	x.cfg.Store(cfg)
-	x.log.Info("configuration reloaded", "config", x.c.Config, "desired_sources", len(cfg.Desired), "envoys", len(cfg.Envoys))
-	return nil
-}
-
-func (x *exporter) policy() config.Policy {
-	p := config.DefaultPolicy
-	if cfg := x.cfg.Load(); cfg != nil {
-		p = cfg.Policy
-	}
-	if x.c.Timeout > 0 {
-		p.Timeout = config.Duration(x.c.Timeout)
-	}
-	if x.c.Grace > 0 {
-		p.Grace = config.Duration(x.c.Grace)
-	}
-	return p
-}
-
-// runRound gathers, judges and records one round. A round cut short by its deadline is still
-// recorded: Gather marks what it could not observe, and the audit reports it as UNREACHABLE.
-func (x *exporter) runRound(ctx context.Context) {
-	timeout := x.c.RoundTimeout
-	if timeout <= 0 {
-		timeout = x.c.Interval
-	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	start := time.Now()
-	// Changes already signalled are read by this round: without this, the initial list's
-	// events (10,000 Secret adds) queue a second full round right after the first, which then
-	// competes with the first scrapes for the CPU.
-	select {
-	case <-x.trigger:
-	default:
-	}
-	policy := x.policy()
-	var r collector.Round
-	if x.kube != nil {
-		in := x.kube.Gather(rctx, gather.Fleet)
-		if cfg := x.cfg.Load(); cfg != nil {
-			in.Config.Pairings = cfg.Pairings
-		}
-		inv := x.kube.Inventory()
-		r = collector.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), Kubernetes: true,
-			SourcesUp: map[string]bool{"kubernetes": inv.Synced() && len(inv.Errors()) == 0}}
-	} else {
-		cfg := x.cfg.Load()
-		in := gather.Local(rctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: x.c.Concurrency, Log: x.log, Admins: &x.admins})
-		filesUp := true
-		for _, o := range in.Desired {
-			filesUp = filesUp && o.Err == nil
-		}
-		r = collector.Round{Inputs: in, Report: audit.Run(in, policy, time.Now()), SourcesUp: map[string]bool{"files": filesUp}}
-	}
-	if ctx.Err() != nil {
-		return // shutting down: a half-observed round would only mislead
-	}
-	r.Started, r.Finished = start, time.Now()
-	x.store.Record(r)
-	x.rem.offer(r)
-	x.log.Info("round complete", "findings", len(r.Report.Findings), "bindings", len(r.Report.Bindings),
-		"duration_seconds", r.Finished.Sub(start).Seconds())
-}
-
-// podShard is the gather.KubeOptions.Shard of --shard/--total-shards: a pod is probed by the replica
-// that exposes it (collector.Shard on "namespace/pod", the Envoy's name in Kubernetes mode).
-// nil with one shard: every pod.
-func (c *serveCmd) podShard() func(namespace, pod string) bool {
-	if c.TotalShards <= 1 {
 		return nil
 	}
-	sh := collector.Shard{Index: c.Shard, Total: c.TotalShards}
-	return func(namespace, pod string) bool { return sh.Owns(namespace + "/" + pod) }
-}
-
-// startKube starts the informers; their changes ask for an early round.
-func (x *exporter) startKube(ctx context.Context) error {
-	c := x.c
-	poke := func() {
-		select {
-		case x.trigger <- struct{}{}:
-		default:
-		}
+	switch {
+	case !kubeMode:
+		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
+	case totalShards > 1:
+		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
+		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
+	case f.RemediateLeaseName == "":
+		return errors.New("--remediate-lease-name must not be empty")
+	case f.RemediateLeaseDuration < 2*time.Second:
+		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", f.RemediateLeaseDuration)
 	}
-	opts, err := c.kubeFlags.options(gather.Options{Timeout: x.policy().Timeout.D(), Concurrency: c.Concurrency, Log: x.log})
-	if err != nil {
-		return err
-	}
-	// A Secret change goes to the desired view at once (issue 5: within a second; a round at
-	// 10,000 Secrets takes seconds) and asks for an early round for the findings. The initial
-	// list is neither: the first round reads it all, and its adds, delivered after the sync,
-	// would otherwise queue a second full round over the first scrapes.
-	opts.OnDesiredChange = func(ch kube.Change) {
-		if ch.Initial {
-			return
-		}
-		if x.store.Ready() {
-			x.desired.add(ch)
-		}
-		poke()
-	}
-	opts.OnTargetChange = func(kube.ChangeOp, string, string) { poke() }
-	opts.Shard = c.podShard()
-	// Sources the pairings name are read by name when the inventory does not watch them (a
-	// CA-only Opaque Secret), as audit does. Read at start: a reload that adds a pairing to a
-	// source nothing mounts takes effect at the next start.
-	if cfg := x.cfg.Load(); cfg != nil {
-		opts.PairingSources = gather.PairingSources(cfg.Pairings)
-	}
-	rc, err := c.kubeFlags.restConfig()
-	if err != nil {
-		return err
-	}
-	kubeapi.RouteKlog(x.log)
-	countKubeRequests(x.store)
-	s, err := gather.Start(ctx, rest.CopyConfig(rc), x.policy(), opts)
-	if err != nil {
-		return err
-	}
-	x.kube = s
-	return nil
+	return f.Repair.Validate(remediate.CommandServe)
 }

@@ -55,18 +55,3 @@ func TestRemediateFlagsValidate(t *testing.T) {
 		})
 	}
 }
-
-func TestElectionIdentity(t *testing.T) {
-	t.Setenv("POD_NAME", "certdrift-0")
-	a, err := electionIdentity("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := electionIdentity("")
-	if a == b || !strings.HasPrefix(a, "certdrift-0_") {
-		t.Errorf("identities %q and %q: want distinct, from POD_NAME", a, b)
-	}
-	if id, _ := electionIdentity("given"); id != "given" {
-		t.Errorf("explicit identity %q, want given", id)
-	}
-}

@@ -96,7 +96,7 @@ func TestServeRemediateAPIOutage(t *testing.T) {
 	deployScenario(ctx, t, tb, "static-tls", v1)
 	proxy, proxied := proxiedKubeconfig(t, tb)
 
-	// Lease 15s: renew deadline 10s, retry ≈2s (serve_remediate.go). Grace 4s: the rounds of
+	// Lease 15s: renew deadline 10s, retry ≈2s (cmd/certdrift serve.go's enableRepair). Grace 4s: the rounds of
 	// the outage find the pods stale while the leader still leads; acting on them would be
 	// acting on the cache from before the cut.
 	replica := func(name string) *exporter {

@@ -1,15 +1,25 @@
-package main
+package exporter
 
 import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/prometheus/exporter-toolkit/web"
 	"gopkg.in/yaml.v3"
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/internal/boundedfile"
 	"github.com/certdrift/certdrift/pki"
 )
+
+// ValidateWebConfig checks Web.ConfigFile before Run serves with it: the files it names are
+// read with limits (checkWebConfigFiles), then exporter-toolkit validates the configuration.
+func ValidateWebConfig(path string) error {
+	if err := checkWebConfigFiles(path); err != nil {
+		return err
+	}
+	return web.Validate(path)
+}
 
 // checkWebConfigFiles reads the exporter-toolkit web configuration and the certificate files it
 // names through boundedfile before web.Validate reads them with os.ReadFile, which blocks on a
@@ -49,19 +59,4 @@ func checkWebConfigFiles(path string) error {
 		}
 	}
 	return nil
-}
-
-// maxKubeconfigBytes bounds --kubeconfig: kubeconfigs embed certificates, so allow many clusters.
-const maxKubeconfigBytes = 16 << 20
-
-// checkKubeconfig reads --kubeconfig through boundedfile before client-go reads it again with
-// os.ReadFile (as it does the certificate, key and token files the kubeconfig names, on its own
-// schedule: those are client-go's). A check then a read leaves a moment for the path to be
-// swapped; it stops the plain mistakes and hostile paths, which is what hung the process.
-func checkKubeconfig(path string) error {
-	if path == "" {
-		return nil
-	}
-	_, _, err := boundedfile.Read(path, maxKubeconfigBytes)
-	return err
 }
