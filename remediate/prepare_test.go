@@ -16,19 +16,19 @@ import (
 
 // TestPrepareKube: on a real API server, planning takes each stale pod's owner from the audit's
 // pod context and reads only the pod (for its strategy annotation) and the workload's record
-// Lease. The pods' controller is a ReplicaSet that does not exist: reading it, as the owner
-// resolution that used to live here did, would fail the run; a pod gone since the audit is left
-// out, and a converged pod is not read at all.
+// Lease. The pods carry no owner reference at all (an owner that does not exist would have the
+// test cluster's garbage collector delete them mid-test): resolving the owner from the pod, as
+// the code that used to live here did, would find a bare pod and plan nothing, while the pod
+// context names Deployment/web. A pod gone since the audit is left out, and a converged pod is
+// not read at all.
 func TestPrepareKube(t *testing.T) {
 	tb := controlPlane(t)
 	ns, leaseNS := testNamespace(t, tb), testNamespace(t, tb)
 	c := newClient(t, tb, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	yes := true
 	for _, name := range []string{"web-1", "web-2"} {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-5d4f8", UID: "0000", Controller: &yes}}},
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "envoy", Image: "example.invalid/nothing"}}}}
 		if name == "web-2" {
 			p.Annotations = map[string]string{StrategyAnnotation: "admin-quit"}
