@@ -103,6 +103,11 @@ func newContainer(w *podWorker, pod *corev1.Pod, spec corev1.Container, init boo
 	return c
 }
 
+// podNet is what rewriting needs to know of the container's pod and node.
+func (c *container) podNet() podNet {
+	return podNet{podIP: c.w.podIP, localIP: c.w.localIP, resolve: c.w.node.resolveService}
+}
+
 // isEnvoyImage looks at the image's repository name, not its registry or owner, so that
 // envoyproxy/gateway and envoyproxy/ratelimit (not Envoy) are told apart from envoyproxy/envoy,
 // envoyproxy/envoy-distroless and Istio's proxyv2.
@@ -370,7 +375,7 @@ func (c *container) prepareEnvoy() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	net := podNet{podIP: c.w.podIP, localIP: c.w.localIP}
+	net := c.podNet()
 	var out []string
 	var sources []string
 	if parsed.configPath != "" {
@@ -493,7 +498,7 @@ func (c *container) pointAtRenderedSources(bootstrap string) error {
 	for src, dst := range c.renderSources {
 		copies = append(copies, mount{path: src, host: dst})
 	}
-	js, _, err := renderConfig(data, newMountTable(copies), podNet{podIP: c.w.podIP, localIP: c.w.localIP})
+	js, _, err := renderConfig(data, newMountTable(copies), c.podNet())
 	if err != nil {
 		return err
 	}
@@ -516,7 +521,7 @@ func (c *container) volumesSynced() {
 		return
 	}
 	for src, dst := range sources {
-		if err := c.renderSource(src, dst, mounts, podNet{podIP: c.w.podIP, localIP: c.w.localIP}); err != nil {
+		if err := c.renderSource(src, dst, mounts, c.podNet()); err != nil {
 			c.log.Warn("refresh rendered config source", "path", src, "err", err)
 		}
 	}
@@ -645,7 +650,7 @@ func (c *container) probeHost(host string) string {
 	if host == "" {
 		return c.w.podIP.String()
 	}
-	return podNet{podIP: c.w.podIP, localIP: c.w.localIP}.rewriteAddress(host)
+	return c.podNet().rewriteAddress(host)
 }
 
 func (c *container) probePort(p intstr.IntOrString) (int, error) {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // EnvoyGatewayVersion is the Envoy Gateway release scripts/build-envoy-gateway.sh builds.
@@ -81,8 +82,9 @@ type EnvoyGateway struct {
 	// Version is the first line of `envoy-gateway version`.
 	Version string
 
-	proc  *process
-	netns *netNS
+	proc    *process
+	netns   *netNS
+	unroute func()
 }
 
 // InstallEnvoyGatewayCRDs applies the Gateway API and Envoy Gateway CRDs rendered from the
@@ -186,7 +188,36 @@ func (tb *Testbed) StartEnvoyGateway(ctx context.Context, opts EnvoyGatewayOptio
 		eg.Stop()
 		return nil, err
 	}
+	if err := tb.createEnvoyGatewayService(ctx); err != nil {
+		eg.Stop()
+		return nil, err
+	}
+	tb.RouteServiceToHost(EnvoyGatewayNamespace, "envoy-gateway", eg.Dial)
+	eg.unroute = func() { tb.RouteServiceToHost(EnvoyGatewayNamespace, "envoy-gateway", nil) }
 	return eg, nil
+}
+
+// createEnvoyGatewayService creates the Service the chart gives the control plane, whose cluster
+// DNS name the proxies' bootstrap names for xDS; the testbed routes it to the host process
+// (services.go), since no pod backs it.
+func (tb *Testbed) createEnvoyGatewayService(ctx context.Context) error {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "envoy-gateway", Namespace: EnvoyGatewayNamespace,
+			Labels: map[string]string{"control-plane": "envoy-gateway"}},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"control-plane": "envoy-gateway"},
+			Ports: []corev1.ServicePort{
+				{Name: "grpc", Port: 18000, TargetPort: intstr.FromInt32(18000)},
+				{Name: "ratelimit", Port: 18001, TargetPort: intstr.FromInt32(18001)},
+				{Name: "wasm", Port: 18002, TargetPort: intstr.FromInt32(18002)},
+				{Name: "metrics", Port: 19001, TargetPort: intstr.FromInt32(19001)},
+			},
+		},
+	}
+	if _, err := tb.Client.CoreV1().Services(EnvoyGatewayNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Service %s/envoy-gateway: %w", EnvoyGatewayNamespace, err)
+	}
+	return nil
 }
 
 // envoyGatewayConfig is the server's EnvoyGateway config file: the chart's defaults (Kubernetes
@@ -325,6 +356,9 @@ func (eg *EnvoyGateway) Exited() error { return eg.proc.exitErr() }
 // Stop terminates the control plane (SIGTERM, SIGKILL after the grace period) and its network
 // namespace. The Envoy proxy Deployments it created stay: they belong to the cluster.
 func (eg *EnvoyGateway) Stop() error {
+	if eg.unroute != nil {
+		eg.unroute()
+	}
 	err := eg.proc.stop(stopGrace)
 	return errors.Join(err, eg.netns.Close())
 }
