@@ -134,6 +134,7 @@ render_crds() {
 		--set crds.gatewayAPI.enabled=true --set crds.envoyGateway.enabled=true >"$tmp" ||
 		{ rm -f "$tmp"; die "helm template $chart failed"; }
 	crds_ok "$tmp" || { rm -f "$tmp"; die "$chart rendered without the GatewayClass or EnvoyProxy CRD"; }
+	chmod 0644 "$tmp" # mktemp makes it 0600; it is public YAML
 	mv -f "$tmp" "$OUT/crds.yaml"
 	log "CRDs rendered from $chart: $(grep -c '^kind: CustomResourceDefinition$' "$OUT/crds.yaml") CustomResourceDefinitions"
 }

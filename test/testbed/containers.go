@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -419,6 +420,15 @@ func (c *container) prepareEnvoy() ([]string, error) {
 			return nil, err
 		}
 	}
+	// An inline bootstrap names the sources too (Envoy Gateway's proxies get theirs this way,
+	// with SDS files under /sds that name /certs): point it at the rendered copies as well.
+	if i := slices.Index(out, "--config-yaml"); i >= 0 && len(c.renderSources) > 0 {
+		js, err := c.atRenderedSources([]byte(out[i+1]))
+		if err != nil {
+			return nil, fmt.Errorf("--config-yaml: %w", err)
+		}
+		out[i+1] = string(js)
+	}
 	c.mu.Lock()
 	c.adminAddr = ""
 	c.mu.Unlock()
@@ -494,15 +504,24 @@ func (c *container) pointAtRenderedSources(bootstrap string) error {
 	if err != nil {
 		return err
 	}
-	var copies mountTable
-	for src, dst := range c.renderSources {
-		copies = append(copies, mount{path: src, host: dst})
-	}
-	js, _, err := renderConfig(data, newMountTable(copies), c.podNet())
+	js, err := c.atRenderedSources(data)
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(bootstrap, js, 0o600)
+}
+
+// atRenderedSources returns a rendered config with each path_config_source path replaced by its
+// rendered copy.
+func (c *container) atRenderedSources(data []byte) ([]byte, error) {
+	var copies mountTable
+	c.mu.Lock()
+	for src, dst := range c.renderSources {
+		copies = append(copies, mount{path: src, host: dst})
+	}
+	c.mu.Unlock()
+	js, _, err := renderConfig(data, newMountTable(copies), c.podNet())
+	return js, err
 }
 
 // volumesSynced refreshes the rendered path_config_source copies after a volume sync.

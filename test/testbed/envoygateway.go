@@ -100,7 +100,9 @@ func (tb *Testbed) InstallEnvoyGatewayCRDs(ctx context.Context, dir string) erro
 	if out, err := tb.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", crds); err != nil {
 		return fmt.Errorf("install CRDs from %s: %w\n%s", crds, err, indent(lastLines(string(out), 10)))
 	}
-	if out, err := tb.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "-f", crds); err != nil {
+	// Not `-f crds.yaml`: the file also holds the Gateway API's safe-upgrades
+	// ValidatingAdmissionPolicy and its binding, which have no Established condition.
+	if out, err := tb.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"); err != nil {
 		return fmt.Errorf("wait for the CRDs of %s: %w\n%s", crds, err, indent(lastLines(string(out), 10)))
 	}
 	return nil
@@ -221,7 +223,9 @@ func (tb *Testbed) createEnvoyGatewayService(ctx context.Context) error {
 }
 
 // envoyGatewayConfig is the server's EnvoyGateway config file: the chart's defaults (Kubernetes
-// provider, its controllerName) minus the topology injector webhook.
+// provider, its controllerName, the shutdown-manager image of the release: a binary built
+// without the release Makefile's -X defaults names docker.io/envoyproxy/gateway-dev:latest)
+// minus the topology injector webhook.
 const envoyGatewayConfig = `apiVersion: gateway.envoyproxy.io/v1alpha1
 kind: EnvoyGateway
 gateway:
@@ -234,6 +238,8 @@ provider:
   kubernetes:
     proxyTopologyInjector:
       disabled: true
+    shutdownManager:
+      image: docker.io/envoyproxy/gateway:` + EnvoyGatewayVersion + `
 `
 
 // EnvoyGatewayCertgen runs `envoy-gateway certgen` against the testbed: it creates the control
