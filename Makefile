@@ -83,7 +83,7 @@ test-envoy-versions: envoy
 	done
 
 # Real parts the tests start: cached under .cache/, built or fetched once.
-deps: envoy kube helm
+deps: envoy kube helm envoy-gateway
 
 envoy:
 	@for v in $(ENVOY_VERSION) $(ENVOY_EXTRA_VERSIONS); do ./scripts/fetch-envoy.sh "$$v"; done
