@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,9 +83,11 @@ type EnvoyGateway struct {
 	// Version is the first line of `envoy-gateway version`.
 	Version string
 
-	proc    *process
-	netns   *netNS
-	unroute func()
+	proc     *process
+	netns    *netNS
+	unroute  func()
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // InstallEnvoyGatewayCRDs applies the Gateway API and Envoy Gateway CRDs rendered from the
@@ -361,12 +364,16 @@ func (eg *EnvoyGateway) Exited() error { return eg.proc.exitErr() }
 
 // Stop terminates the control plane (SIGTERM, SIGKILL after the grace period) and its network
 // namespace. The Envoy proxy Deployments it created stay: they belong to the cluster.
+// A second Stop returns the first one's result.
 func (eg *EnvoyGateway) Stop() error {
-	if eg.unroute != nil {
-		eg.unroute()
-	}
-	err := eg.proc.stop(stopGrace)
-	return errors.Join(err, eg.netns.Close())
+	eg.stopOnce.Do(func() {
+		if eg.unroute != nil {
+			eg.unroute()
+		}
+		err := eg.proc.stop(stopGrace)
+		eg.stopErr = errors.Join(err, eg.netns.Close())
+	})
+	return eg.stopErr
 }
 
 func lastLines(s string, n int) string {
