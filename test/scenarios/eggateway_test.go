@@ -77,15 +77,34 @@ func TestEGGateway(t *testing.T) {
 		t.Errorf("audit of the converged Gateway: exit %d, findings %v; want 0 and none", code, got)
 	}
 
+	// A rotation while the control plane runs: it reads the updated Secret and pushes it over
+	// SDS; the proxy serves the new leaf and certdrift finds everything converged again.
+	v2 := ca.Leaf(t, certs.WithDNSNames(host))
+	rotated := time.Now()
+	updateSecretData(ctx, t, ns, "web-tls", map[string][]byte{corev1.TLSCertKey: v2.CertPEM, corev1.TLSPrivateKeyKey: v2.KeyPEM})
+	poll(ctx, t, "proxy "+p.Name+" serving the rotated web-tls", func() error {
+		return servesErr(tlsGet(hostPort(p.Status.PodIP, 8443), host, nil), v2.Cert)
+	})
+	t.Logf("OBSERVED: proxy serves the rotated web-tls (serial %s) %s after the Secret update, pushed over SDS", v2.Cert.SerialNumber, time.Since(rotated).Round(10*time.Millisecond))
+	code, r = runAudit(t, testbed.EnvoyGatewayNamespace+","+ns, "--grace", "1s")
+	if got := r.findings(); len(got) != 0 || code != 0 {
+		t.Errorf("audit after the rotation converged: exit %d, findings %v; want 0 and none", code, got)
+	}
+	for _, b := range r.Bindings {
+		if b.Source == want && (b.Secret != want || b.State != "converged") {
+			t.Errorf("after the rotation: binding %s -> %q is %s, want %s converged", b.Source, b.Secret, b.State, want)
+		}
+	}
+
 	// Control case: a Secret that does not match what Envoy serves must be seen. Replace the
 	// Secret's content with another certificate while the control plane is stopped, so the
 	// proxy keeps the old one: desired (the Secret) and loaded/served (Envoy) now differ.
 	if err := eg.Stop(); err != nil {
 		t.Fatalf("stop envoy-gateway: %v", err)
 	}
-	v2 := ca.Leaf(t, certs.WithDNSNames(host))
-	updateSecretData(ctx, t, ns, "web-tls", map[string][]byte{corev1.TLSCertKey: v2.CertPEM, corev1.TLSPrivateKeyKey: v2.KeyPEM})
-	if err := servesErr(tlsGet(hostPort(p.Status.PodIP, 8443), host, nil), v1.Cert); err != nil {
+	v3 := ca.Leaf(t, certs.WithDNSNames(host))
+	updateSecretData(ctx, t, ns, "web-tls", map[string][]byte{corev1.TLSCertKey: v3.CertPEM, corev1.TLSPrivateKeyKey: v3.KeyPEM})
+	if err := servesErr(tlsGet(hostPort(p.Status.PodIP, 8443), host, nil), v2.Cert); err != nil {
 		t.Fatalf("with the control plane stopped the proxy should still serve the old certificate: %v", err)
 	}
 	// --grace 1ms: the Secret changed a moment ago, and a longer grace would still excuse it

@@ -284,7 +284,7 @@ func (tb *Testbed) copySecretFiles(ctx context.Context, ns, name, dir string, ke
 	for _, k := range keys {
 		v, ok := s.Data[k]
 		if !ok {
-			return fmt.Errorf("Secret %s/%s has no key %s", ns, name, k)
+			return fmt.Errorf("key %s missing from Secret %s/%s", k, ns, name)
 		}
 		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
 			return fmt.Errorf("write %s of Secret %s/%s: %w", k, ns, name, err)

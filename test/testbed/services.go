@@ -155,7 +155,7 @@ func (r *serviceRouter) dialBackend(ctx context.Context, key servicePort) (net.C
 		}
 	}
 	if sp == nil {
-		return nil, fmt.Errorf("Service has no port %d", key.port)
+		return nil, fmt.Errorf("no port %d on the Service", key.port)
 	}
 	r.mu.Lock()
 	host := r.hosts[key.serviceName]
@@ -168,7 +168,7 @@ func (r *serviceRouter) dialBackend(ctx context.Context, key servicePort) (net.C
 		return host(ctx, target)
 	}
 	if len(svc.Spec.Selector) == 0 {
-		return nil, errors.New("Service has no selector and no host backend")
+		return nil, errors.New("no selector on the Service and no host backend")
 	}
 	pods, err := r.client.CoreV1().Pods(key.namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
 	if err != nil {
