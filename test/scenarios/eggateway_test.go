@@ -2,7 +2,9 @@ package scenarios
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +98,30 @@ func TestEGGateway(t *testing.T) {
 		}
 	}
 
+	// A broken rotation: another certificate with v2's key. The issue expected the proxy to
+	// reject it and keep serving v2 (ROTATION_FAILED); the real control plane never pushes it:
+	// it marks the listener ResolvedRefs=False (InvalidCertificateRef) and withdraws it from the
+	// proxy, so the port stops accepting connections. certdrift must say why: KEY_MISMATCH on
+	// the Secret.
+	bad := ca.Leaf(t, certs.WithDNSNames(host))
+	badAt := time.Now()
+	updateSecretData(ctx, t, ns, "web-tls", map[string][]byte{corev1.TLSCertKey: bad.CertPEM, corev1.TLSPrivateKeyKey: v2.KeyPEM})
+	poll(ctx, t, "the HTTPS listener withdrawn after the mismatched Secret", func() error {
+		if ex := tlsGet(hostPort(p.Status.PodIP, 8443), host, nil); ex.err == nil || !strings.Contains(ex.err.Error(), "connection refused") {
+			return fmt.Errorf("handshake: served %s, err %v; want connection refused", serial(ex.leaf), ex.err)
+		}
+		return nil
+	})
+	t.Logf("OBSERVED: listener 8443 refuses connections %s after the mismatched Secret was written", time.Since(badAt).Round(10*time.Millisecond))
+	code, r = runAudit(t, testbed.EnvoyGatewayNamespace+","+ns, "--grace", "1ms")
+	if !slices.Contains(sourceCodes(r, want), "KEY_MISMATCH") || code == 0 {
+		t.Errorf("audit with a mismatched key in %s: exit %d, codes on it %v; want KEY_MISMATCH and a non-zero exit", want, code, sourceCodes(r, want))
+	}
+	updateSecretData(ctx, t, ns, "web-tls", map[string][]byte{corev1.TLSCertKey: v2.CertPEM, corev1.TLSPrivateKeyKey: v2.KeyPEM})
+	poll(ctx, t, "the HTTPS listener back with v2 after the Secret was repaired", func() error {
+		return servesErr(tlsGet(hostPort(p.Status.PodIP, 8443), host, nil), v2.Cert)
+	})
+
 	// Control case: a Secret that does not match what Envoy serves must be seen. Replace the
 	// Secret's content with another certificate while the control plane is stopped, so the
 	// proxy keeps the old one: desired (the Secret) and loaded/served (Envoy) now differ.
@@ -110,14 +136,20 @@ func TestEGGateway(t *testing.T) {
 	// --grace 1ms: the Secret changed a moment ago, and a longer grace would still excuse it
 	// (0 means the policy's default, 2m).
 	code, r = runAudit(t, testbed.EnvoyGatewayNamespace+","+ns, "--grace", "1ms")
-	var drift []string
-	for _, f := range r.Findings {
-		if f.Subject.Source == want {
-			drift = append(drift, f.Code)
-		}
-	}
+	drift := sourceCodes(r, want)
 	t.Logf("OBSERVED: findings on %s with the control plane stopped and the Secret replaced: %v", want, drift)
 	if code == 0 || len(drift) == 0 {
 		t.Errorf("audit after the Secret changed under a proxy that cannot hear of it: exit %d, findings %v; want drift reported on %s", code, r.findings(), want)
 	}
+}
+
+// sourceCodes lists the codes of the findings on one desired source.
+func sourceCodes(r auditReport, source string) []string {
+	var out []string
+	for _, f := range r.Findings {
+		if f.Subject.Source == source {
+			out = append(out, f.Code)
+		}
+	}
+	return out
 }
