@@ -121,7 +121,7 @@ func (tb *Testbed) InstallEnvoyGatewayCRDs(ctx context.Context, dir string) erro
 //     the Secret envoy-gateway there). It runs in a private mount namespace with a directory
 //     holding that Secret's ca.crt, tls.crt and tls.key bind-mounted read-only at /certs, the
 //     same mechanism as certdrift pods (mountns_linux.go); this needs root. The files are a
-//     copy taken at start: a later `certgen --overwrite` reaches the server only on restart.
+//     copy taken at start: a later `certgen --overwrite` does not reach the running server.
 //   - It binds fixed ports on all addresses (xDS 18000, metrics 19001, health 8081) and admin
 //     127.0.0.1:19000, as it does in its pod's network namespace; it gets a network namespace
 //     of its own here too (netns_linux.go), so two control planes, or a pod listening on 18000,
