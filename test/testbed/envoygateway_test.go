@@ -24,6 +24,7 @@ import (
 var (
 	gatewayClassGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gatewayclasses"}
 	gatewayGVR      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+	envoyProxyGVR   = schema.GroupVersionResource{Group: "gateway.envoyproxy.io", Version: "v1alpha1", Resource: "envoyproxies"}
 )
 
 // TestEnvoyGateway runs the real Envoy Gateway control plane against the testbed: certgen's
@@ -49,6 +50,17 @@ func TestEnvoyGateway(t *testing.T) {
 	if _, err := tb.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The proxy's Service as ClusterIP: nothing on the testbed assigns LoadBalancer addresses,
+	// and the Gateway is Programmed only once it has an address.
+	ep := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "EnvoyProxy",
+		"metadata": map[string]any{"name": "cluster-ip", "namespace": EnvoyGatewayNamespace},
+		"spec": map[string]any{"provider": map[string]any{"type": "Kubernetes",
+			"kubernetes": map[string]any{"envoyService": map[string]any{"type": "ClusterIP"}}}},
+	}}
+	if _, err := dyn.Resource(envoyProxyGVR).Namespace(EnvoyGatewayNamespace).Create(ctx, ep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create EnvoyProxy: %v", err)
+	}
 	for _, c := range []struct{ class, controller, gateway string }{
 		{"eg", EnvoyGatewayControllerName, "gw"},
 		{"other", "example.com/other-controller", "gw-other"},
@@ -56,7 +68,8 @@ func TestEnvoyGateway(t *testing.T) {
 		gc := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
 			"metadata": map[string]any{"name": c.class},
-			"spec":     map[string]any{"controllerName": c.controller},
+			"spec": map[string]any{"controllerName": c.controller, "parametersRef": map[string]any{
+				"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": "cluster-ip", "namespace": EnvoyGatewayNamespace}},
 		}}
 		if _, err := dyn.Resource(gatewayClassGVR).Create(ctx, gc, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create GatewayClass %s: %v", c.class, err)
@@ -137,8 +150,8 @@ func TestEnvoyGateway(t *testing.T) {
 		}
 	})
 
-	// What the Gateway reaches on the testbed: reported, not asserted, until the proxy runs
-	// connected to the control plane (issue 18, step 3).
+	waitCondition(ctx, t, dyn.Resource(gatewayGVR).Namespace(ns), "gw", "Programmed", "True")
+	t.Logf("MEASURED: Gateway gw Programmed %s after apply", time.Since(applied).Round(10*time.Millisecond))
 	gw, err := dyn.Resource(gatewayGVR).Namespace(ns).Get(ctx, "gw", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
