@@ -2,6 +2,7 @@ package audit
 
 import (
 	"cmp"
+	"crypto/x509"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -110,14 +111,35 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 			continue
 		}
 		cd := c.Chain[0]
+		// A loaded leaf that is some desired source's current certificate is not an old copy
+		// of another source that merely carries the same names: Envoy Gateway's certgen issues
+		// its "envoy" (xDS client) and "envoy-rate-limit" leaves for the same
+		// *.envoy-gateway-system names, and every proxy would otherwise be "stale" for the
+		// rate limit's Secret.
+		current := false
+		for _, d := range a.desired.all {
+			if d.leaf != nil && sc.allows(d) && isLoadedLeaf(d.leaf, cd) {
+				current = true
+			}
+		}
 		for _, d := range a.desired.all {
 			if d.leaf == nil || have(d.source, d.item) || !pki.SameNames(d.leaf.DNSNames, cd.DNSNames) || !sc.allows(d) {
+				continue
+			}
+			if current && !isLoadedLeaf(d.leaf, cd) {
 				continue
 			}
 			add(&Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginInferred})
 		}
 	}
 	return bs
+}
+
+// isLoadedLeaf reports whether the certificate Envoy describes is leaf: same serial and DNS names
+// (Envoy's /certs gives no fingerprint).
+func isLoadedLeaf(leaf *x509.Certificate, cd envoystate.CertDetail) bool {
+	return cd.Serial != nil && leaf.SerialNumber != nil && leaf.SerialNumber.Cmp(cd.Serial) == 0 &&
+		pki.SameNames(leaf.DNSNames, cd.DNSNames)
 }
 
 // trustOnly reports whether an explicit binding locates only the source's CA bundle: no

@@ -283,6 +283,12 @@ func TestRun(t *testing.T) {
 				Envoys: []EnvoyView{envoy("edge", loadedFile("/somewhere/else.pem", f.old.Cert), nil)}},
 			want: got{Codes: []string{"STALE_LOADED warning"}, States: []string{"web=stale"}},
 		},
+		"NotInferredFromASibling": {
+			reason: "two Secrets issued for the same names (Envoy Gateway's certgen: envoy and envoy-rate-limit); the Envoy holds the first one's current leaf, which is no old copy of the second",
+			in: Inputs{Desired: []files.Observation{desired("envoy", f.cur, rotated), desired("envoy-rate-limit", f.old, rotated)},
+				Envoys: []EnvoyView{envoy("edge", loadedFile("/somewhere/else.pem", f.cur.Cert), nil)}},
+			want: got{States: []string{"envoy=converged"}},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,11 @@ func newContainer(w *podWorker, pod *corev1.Pod, spec corev1.Container, init boo
 	}
 	c.env = containerEnv(pod, w, spec)
 	return c
+}
+
+// podNet is what rewriting needs to know of the container's pod and node.
+func (c *container) podNet() podNet {
+	return podNet{podIP: c.w.podIP, localIP: c.w.localIP, resolve: c.w.node.resolveService}
 }
 
 // isEnvoyImage looks at the image's repository name, not its registry or owner, so that
@@ -370,7 +376,7 @@ func (c *container) prepareEnvoy() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	net := podNet{podIP: c.w.podIP, localIP: c.w.localIP}
+	net := c.podNet()
 	var out []string
 	var sources []string
 	if parsed.configPath != "" {
@@ -413,6 +419,15 @@ func (c *container) prepareEnvoy() ([]string, error) {
 		if err := c.pointAtRenderedSources(out[1]); err != nil {
 			return nil, err
 		}
+	}
+	// An inline bootstrap names the sources too (Envoy Gateway's proxies get theirs this way,
+	// with SDS files under /sds that name /certs): point it at the rendered copies as well.
+	if i := slices.Index(out, "--config-yaml"); i >= 0 && len(c.renderSources) > 0 {
+		js, err := c.atRenderedSources([]byte(out[i+1]))
+		if err != nil {
+			return nil, fmt.Errorf("--config-yaml: %w", err)
+		}
+		out[i+1] = string(js)
 	}
 	c.mu.Lock()
 	c.adminAddr = ""
@@ -489,15 +504,24 @@ func (c *container) pointAtRenderedSources(bootstrap string) error {
 	if err != nil {
 		return err
 	}
-	var copies mountTable
-	for src, dst := range c.renderSources {
-		copies = append(copies, mount{path: src, host: dst})
-	}
-	js, _, err := renderConfig(data, newMountTable(copies), podNet{podIP: c.w.podIP, localIP: c.w.localIP})
+	js, err := c.atRenderedSources(data)
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(bootstrap, js, 0o600)
+}
+
+// atRenderedSources returns a rendered config with each path_config_source path replaced by its
+// rendered copy.
+func (c *container) atRenderedSources(data []byte) ([]byte, error) {
+	var copies mountTable
+	c.mu.Lock()
+	for src, dst := range c.renderSources {
+		copies = append(copies, mount{path: src, host: dst})
+	}
+	c.mu.Unlock()
+	js, _, err := renderConfig(data, newMountTable(copies), c.podNet())
+	return js, err
 }
 
 // volumesSynced refreshes the rendered path_config_source copies after a volume sync.
@@ -516,7 +540,7 @@ func (c *container) volumesSynced() {
 		return
 	}
 	for src, dst := range sources {
-		if err := c.renderSource(src, dst, mounts, podNet{podIP: c.w.podIP, localIP: c.w.localIP}); err != nil {
+		if err := c.renderSource(src, dst, mounts, c.podNet()); err != nil {
 			c.log.Warn("refresh rendered config source", "path", src, "err", err)
 		}
 	}
@@ -645,7 +669,7 @@ func (c *container) probeHost(host string) string {
 	if host == "" {
 		return c.w.podIP.String()
 	}
-	return podNet{podIP: c.w.podIP, localIP: c.w.localIP}.rewriteAddress(host)
+	return c.podNet().rewriteAddress(host)
 }
 
 func (c *container) probePort(p intstr.IntOrString) (int, error) {

@@ -147,7 +147,7 @@ func (c *container) prepareCertdrift() (string, []string, map[string]string, err
 	if err != nil {
 		return "", nil, nil, err
 	}
-	argv = rewriteCertdriftArgs(argv, mounts, podNet{podIP: c.w.podIP, localIP: c.w.localIP})
+	argv = rewriteCertdriftArgs(argv, mounts, c.podNet())
 	env := make(map[string]string, len(c.env)+3)
 	for k, v := range c.env {
 		env[k] = v

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -73,7 +74,12 @@ func (t mountTable) rewrite(s string) (string, bool) {
 }
 
 // podNet is what address rewriting needs to know.
-type podNet struct{ podIP, localIP netip.Addr }
+type podNet struct {
+	podIP, localIP netip.Addr
+	// resolve maps a Service's cluster DNS name and port to the testbed's relay for it
+	// (services.go); nil leaves names alone.
+	resolve func(host string, port int) (netip.AddrPort, bool)
+}
 
 func (n podNet) rewriteAddress(a string) string {
 	switch strings.ToLower(a) {
@@ -90,6 +96,18 @@ func (n podNet) rewriteAddress(a string) string {
 	return a
 }
 
+// resolveService returns the relay for a socket_address naming a Service by its cluster DNS name.
+func (n podNet) resolveService(addr string, port any) (netip.AddrPort, bool) {
+	if n.resolve == nil {
+		return netip.AddrPort{}, false
+	}
+	p, err := strconv.Atoi(fmt.Sprint(port))
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	return n.resolve(addr, p)
+}
+
 // maxConfigSize bounds a config file the agent reads and rewrites.
 const maxConfigSize = 4 << 20
 
@@ -100,7 +118,10 @@ func rewriteConfig(v any, mounts mountTable, net podNet, sources *[]string) any 
 	case map[string]any:
 		if sa, ok := x["socket_address"].(map[string]any); ok {
 			addr, _ := sa["address"].(string)
-			if na := net.rewriteAddress(addr); na != addr {
+			if ap, ok := net.resolveService(addr, sa["port_value"]); ok {
+				sa["address"] = ap.Addr().String()
+				sa["port_value"] = json.Number(strconv.Itoa(int(ap.Port())))
+			} else if na := net.rewriteAddress(addr); na != addr {
 				sa["address"] = na
 				delete(sa, "ipv4_compat")
 			}

@@ -22,10 +22,22 @@ type bindMount struct{ source, target string }
 // thread, which is why every other child is forked on the spawner thread (startChild). The host
 // only ever gets the (empty) mount point directories.
 func startInMountNamespace(cmd *exec.Cmd, binds []bindMount) (<-chan error, error) {
+	return startInNamespaces(cmd, binds, nil)
+}
+
+// startInNamespaces is startInMountNamespace with the child also in the network namespace ns
+// (when not nil), entered by the same thread before the mount namespace is made.
+func startInNamespaces(cmd *exec.Cmd, binds []bindMount, ns *netNS) (<-chan error, error) {
 	started := make(chan error, 1)
 	exited := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		if ns != nil {
+			if err := ns.enter(); err != nil {
+				started <- err
+				return
+			}
+		}
 		if err := enterMountNamespace(binds); err != nil {
 			started <- err
 			return

@@ -55,6 +55,10 @@ type NodeOptions struct {
 	// CertdriftBinary is the certdrift executable run for containers whose image is certdrift's
 	// (containers_certdrift.go); without it such containers fail to start, saying so.
 	CertdriftBinary string
+	// ResolveService maps a Service's cluster DNS name and port in an Envoy config to an address
+	// that reaches it (the testbed's service relays, services.go). Default: names stay as they
+	// are.
+	ResolveService func(host string, port int) (netip.AddrPort, bool)
 }
 
 // Node is a running node agent: the testbed's kubelet. It registers a Node, heartbeats its
@@ -70,6 +74,7 @@ type Node struct {
 	syncDelay time.Duration
 	// apiServer is the API server URL certdrift pods reach in-cluster; certdriftBinary runs them.
 	apiServer, certdriftBinary string
+	resolveService             func(host string, port int) (netip.AddrPort, bool)
 	log                        *slog.Logger
 	subnet                     *subnetClaim
 	ctx                        context.Context
@@ -112,7 +117,7 @@ func StartNode(ctx context.Context, opts NodeOptions) (*Node, error) {
 	n := &Node{
 		Name: opts.Name, HostIP: subnet.hostIP(), Dir: opts.Dir, KubeletPort: opts.KubeletPort,
 		client: client, syncDelay: opts.VolumeSyncDelay, log: log.With("node", opts.Name),
-		apiServer: opts.Config.Host, certdriftBinary: opts.CertdriftBinary,
+		apiServer: opts.Config.Host, certdriftBinary: opts.CertdriftBinary, resolveService: opts.ResolveService,
 		subnet: subnet, ctx: runCtx, cancel: cancel, workers: map[types.UID]*podWorker{}, lastIP: 1,
 	}
 	if err := n.start(ctx, opts); err != nil {

@@ -47,6 +47,11 @@ func (tb *Testbed) startNodes(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	servicesLog, err := tb.openAgentLog("services")
+	if err != nil {
+		return err
+	}
+	tb.services = newServiceRouter(tb.Client, servicesLog)
 	if tb.binder, err = StartBinder(ctx, schedClient, binderLog); err != nil {
 		return err
 	}
@@ -76,6 +81,7 @@ func (tb *Testbed) startNodes(ctx context.Context, opts Options) error {
 			IssueServingCert: tb.IssueServingCert,
 			Logger:           logger,
 			CertdriftBinary:  opts.CertdriftBinary,
+			ResolveService:   tb.services.Resolve,
 		})
 		if err != nil {
 			return err
@@ -104,6 +110,9 @@ func (tb *Testbed) stopNodes() {
 	}
 	if tb.binder != nil {
 		tb.binder.Stop()
+	}
+	if tb.services != nil {
+		tb.services.Close()
 	}
 	for _, f := range tb.nodeLogs {
 		f.Close()

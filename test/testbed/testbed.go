@@ -66,6 +66,7 @@ type Testbed struct {
 	Nodes []*Node
 
 	binder   *Binder
+	services *serviceRouter
 	nodeLogs []*os.File
 	lay      layout
 	ca       *authority

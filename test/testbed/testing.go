@@ -75,3 +75,24 @@ func (s *Shared) Main(m *testing.M) int {
 	}
 	return code
 }
+
+// StartEnvoyGatewayT starts the real Envoy Gateway control plane on tb for t (see
+// StartEnvoyGateway) and stops it when t finishes, before the testbed (cleanups run last in,
+// first out), printing the end of its log first if t failed. It fails t (never skips) when the
+// control plane cannot start, including when envoy-gateway has not been built.
+func StartEnvoyGatewayT(t testing.TB, tb *Testbed, opts EnvoyGatewayOptions) *EnvoyGateway {
+	t.Helper()
+	eg, err := tb.StartEnvoyGateway(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("envoy-gateway: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("--- last 60 lines of %s ---\n%s", eg.LogPath, eg.LogTail(60))
+		}
+		if err := eg.Stop(); err != nil {
+			t.Errorf("stop envoy-gateway: %v", err)
+		}
+	})
+	return eg
+}
