@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 	"github.com/certdrift/certdrift/test/certs"
 )
@@ -18,7 +18,7 @@ import (
 func BenchmarkRun(b *testing.B) {
 	ca := certs.NewCA(b)
 	const nCerts, nEnvoys = 200, 20
-	var want []files.Observation
+	var want []desired.Observation
 	leaves := make([]*x509.Certificate, nCerts)
 	olds := make([]*x509.Certificate, nCerts)
 	for i := range nCerts {
@@ -26,7 +26,7 @@ func BenchmarkRun(b *testing.B) {
 		cur := ca.Leaf(b, certs.WithDNSNames(name))
 		leaves[i] = cur.Cert
 		olds[i] = ca.Leaf(b, certs.WithDNSNames(name)).Cert
-		o := desired(fmt.Sprintf("s%d", i), cur, now.Add(-time.Hour))
+		o := desiredObs(fmt.Sprintf("s%d", i), cur, now.Add(-time.Hour))
 		o.Items[0].CertPath = fmt.Sprintf("/certs/%d/tls.crt", i)
 		want = append(want, o)
 	}

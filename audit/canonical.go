@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
 
@@ -20,10 +20,10 @@ import (
 // list sorted by what its entries are, never by where they were printed. The inputs themselves
 // are not modified (Run is pure).
 
-func canonicalDesired(obs []files.Observation) []files.Observation {
+func canonicalDesired(obs []desired.Observation) []desired.Observation {
 	out := slices.Clone(obs)
-	slices.SortStableFunc(out, func(x, y files.Observation) int {
-		return cmp.Or(cmp.Compare(x.Source.Name, y.Source.Name), cmp.Compare(x.Source.Dir, y.Source.Dir))
+	slices.SortStableFunc(out, func(x, y desired.Observation) int {
+		return cmp.Or(cmp.Compare(x.Ref.String(), y.Ref.String()), cmp.Compare(x.Dir, y.Dir))
 	})
 	return out
 }

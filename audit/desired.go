@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/desired"
 )
 
 // desiredCert is one desired certificate (a source, or one item of a merged source) as the checks
 // use it.
 type desiredCert struct {
 	source, item string
-	obs          *files.Observation
-	it           *files.Item
+	obs          *desired.Observation
+	it           *desired.Item
 	leaf         *x509.Certificate // nil when the certificate file did not parse
 	changedAt    time.Time
 }
@@ -45,13 +45,14 @@ type desiredIndex struct {
 	byDir map[string][]*desiredCert
 }
 
-func indexDesired(obs []files.Observation) *desiredIndex {
+func indexDesired(obs []desired.Observation) *desiredIndex {
 	ix := &desiredIndex{byRef: map[[2]string]*desiredCert{}, byPath: map[string]*desiredCert{}, byCA: map[string]*desiredCert{}, byDir: map[string][]*desiredCert{}}
 	for i := range obs {
 		o := &obs[i]
+		name := o.Ref.String()
 		for j := range o.Items {
 			it := &o.Items[j]
-			d := &desiredCert{source: o.Source.Name, item: it.Name, obs: o, it: it, changedAt: o.ChangedAt}
+			d := &desiredCert{source: name, item: it.Name, obs: o, it: it, changedAt: o.ChangedAt}
 			if len(it.Chain) > 0 {
 				d.leaf = it.Chain[0]
 			}
@@ -63,8 +64,8 @@ func indexDesired(obs []files.Observation) *desiredIndex {
 			if it.CAPath != "" {
 				ix.byCA[filepath.Clean(it.CAPath)] = d
 			}
-			if o.Source.Dir != "" {
-				dir := filepath.Clean(o.Source.Dir)
+			if o.Dir != "" {
+				dir := filepath.Clean(o.Dir)
 				ix.byDir[dir] = append(ix.byDir[dir], d)
 			}
 		}
@@ -78,16 +79,17 @@ func (ix *desiredIndex) lookup(source, item string) *desiredCert {
 
 // checkDesired judges the desired view on its own: can it be read, does the key match, is the CA
 // bundle able to verify the certificate beside it, and is anything expired or weak.
-func (a *auditor) checkDesired(obs []files.Observation) {
+func (a *auditor) checkDesired(obs []desired.Observation) {
 	for i := range obs {
 		o := &obs[i]
+		name := o.Ref.String()
 		if o.Err != nil && errors.Is(o.Err, fs.ErrNotExist) {
-			a.reportMissingSource(Subject{Source: o.Source.Name, File: cmpOr(o.Source.Dir, o.Source.CertFile)},
-				fmt.Sprintf("desired source %q could not be read: %v", o.Source.Name, o.Err))
+			a.reportMissingSource(Subject{Source: name, File: cmpOr(o.Dir, o.CertFile)},
+				fmt.Sprintf("desired source %q could not be read: %v", name, o.Err))
 		} else if o.Err != nil {
 			a.add(Finding{Code: ParseError, Severity: Warning,
-				Subject: Subject{Source: o.Source.Name, File: o.Source.Dir},
-				Message: fmt.Sprintf("desired source %q could not be read: %v", o.Source.Name, o.Err),
+				Subject: Subject{Source: name, File: o.Dir},
+				Message: fmt.Sprintf("desired source %q could not be read: %v", name, o.Err),
 				Advice:  "fix the path or the files; nothing from this source was checked"})
 		}
 	}

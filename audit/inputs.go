@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
 
@@ -13,7 +13,7 @@ import (
 // they relate. Gathering it is the caller's job (cmd/certdrift), so Run stays free of I/O.
 type Inputs struct {
 	Config  *config.Config
-	Desired []files.Observation
+	Desired []desired.Observation
 	Envoys  []EnvoyView
 }
 

@@ -9,16 +9,26 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
+// kubeRef is the Secret or ConfigMap a Kubernetes-mode source name names.
+func kubeRef(name string) ref.Source {
+	src, ok := ref.ParseKube(name)
+	if !ok {
+		panic("not a Kubernetes source name: " + name)
+	}
+	return src
+}
+
 // kubeDesired is a Secret as the Kubernetes inventory reports it: named namespace/name, no files.
-func kubeDesired(name string, leaf *certs.Leaf, changedAt time.Time, ca ...*x509.Certificate) files.Observation {
-	it := files.Item{Chain: leaf.Chain(), CA: ca}
-	return files.Observation{Source: files.Source{Name: name}, ChangedAt: changedAt, Items: []files.Item{it}}
+func kubeDesired(name string, leaf *certs.Leaf, changedAt time.Time, ca ...*x509.Certificate) desired.Observation {
+	it := desired.Item{Chain: leaf.Chain(), CA: ca}
+	return desired.Observation{Ref: kubeRef(name), ChangedAt: changedAt, Items: []desired.Item{it}}
 }
 
 // pod is an Envoy pod of workload wl with bindings to sources and the given handshakes.
@@ -46,7 +56,7 @@ func TestKubernetesChecks(t *testing.T) {
 	}{
 		"ReplicasAgree": {
 			reason: "both replicas serve the desired leaf",
-			in: Inputs{Desired: []files.Observation{kubeDesired("shop/web", f.cur, rotated)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("shop/web", f.cur, rotated)}, Envoys: []EnvoyView{
 				pod("shop", "web-a", "Deployment/web", started, nil, web, served("10.0.0.1:8443", "www.example.com", f.cur.Cert)),
 				pod("shop", "web-b", "Deployment/web", started, nil, web, served("10.0.0.2:8443", "www.example.com", f.cur.Cert)),
 			}},
@@ -54,7 +64,7 @@ func TestKubernetesChecks(t *testing.T) {
 		},
 		"OneReplicaBehind": {
 			reason: "one replica serves the old leaf past the grace period: stale, and divergent from its sibling",
-			in: Inputs{Desired: []files.Observation{kubeDesired("shop/web", f.cur, rotated)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("shop/web", f.cur, rotated)}, Envoys: []EnvoyView{
 				pod("shop", "web-a", "Deployment/web", started, nil, web, served("10.0.0.1:8443", "www.example.com", f.cur.Cert)),
 				pod("shop", "web-b", "Deployment/web", started, nil, web, served("10.0.0.2:8443", "www.example.com", f.old.Cert)),
 			}},
@@ -62,7 +72,7 @@ func TestKubernetesChecks(t *testing.T) {
 		},
 		"ReplicasDivergeWithinGrace": {
 			reason: "a rotation 20s ago is still rolling through the replicas: no finding",
-			in: Inputs{Desired: []files.Observation{kubeDesired("shop/web", f.cur, justNow)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("shop/web", f.cur, justNow)}, Envoys: []EnvoyView{
 				pod("shop", "web-a", "Deployment/web", started, nil, web, served("10.0.0.1:8443", "www.example.com", f.cur.Cert)),
 				pod("shop", "web-b", "Deployment/web", started, nil, web, served("10.0.0.2:8443", "www.example.com", f.old.Cert)),
 			}},
@@ -77,48 +87,48 @@ func TestKubernetesChecks(t *testing.T) {
 		},
 		"NoHotReloadStartedBeforeChange": {
 			reason: "a rate limit that never reloads started before its Secret changed: STALE_PROCESS without any admin",
-			in: Inputs{Desired: []files.Observation{kubeDesired("eg/rl", f.cur, rotated)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("eg/rl", f.cur, rotated)}, Envoys: []EnvoyView{
 				noHotReload(pod("eg", "rl-a", "Deployment/rl", started, nil, []config.Binding{{Source: "eg/rl", File: "/certs/tls.crt"}})),
 			}},
 			want: got{Codes: []string{"STALE_PROCESS warning"}, States: []string{"eg/rl=stale"}},
 		},
 		"NoHotReloadStartedAfterChange": {
 			reason: "the replacement pod started after the change and read the current certificate",
-			in: Inputs{Desired: []files.Observation{kubeDesired("eg/rl", f.cur, rotated)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("eg/rl", f.cur, rotated)}, Envoys: []EnvoyView{
 				noHotReload(pod("eg", "rl-b", "Deployment/rl", rotated.Add(time.Minute), nil, []config.Binding{{Source: "eg/rl", File: "/certs/tls.crt"}})),
 			}},
 			want: got{States: []string{"eg/rl=converged"}},
 		},
 		"NoHotReloadWithinGrace": {
 			reason: "changed 20s ago: the restart may be on its way",
-			in: Inputs{Desired: []files.Observation{kubeDesired("eg/rl", f.cur, justNow)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("eg/rl", f.cur, justNow)}, Envoys: []EnvoyView{
 				noHotReload(pod("eg", "rl-a", "Deployment/rl", started, nil, []config.Binding{{Source: "eg/rl", File: "/certs/tls.crt"}})),
 			}},
 			want: got{States: []string{"eg/rl=converging"}},
 		},
 		"SubPathMount": {
 			reason: "a subPath mount is a risk always, and stale once the Secret changed after the start",
-			in: Inputs{Desired: []files.Observation{kubeDesired("shop/web", f.cur, rotated)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("shop/web", f.cur, rotated)}, Envoys: []EnvoyView{
 				withRisk(pod("shop", "web-a", "Deployment/web", started, nil, []config.Binding{{Source: "shop/web", File: "/etc/tls.crt"}}), "shop/web"),
 			}},
 			want: got{Codes: []string{"STALE_PROCESS warning", "SUBPATH_MOUNT warning"}, States: []string{"shop/web=stale"}},
 		},
 		"SubPathMountUnchanged": {
 			reason: "before any rotation a subPath mount is only a risk",
-			in: Inputs{Desired: []files.Observation{kubeDesired("shop/web", f.cur, started.Add(-time.Hour))}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("shop/web", f.cur, started.Add(-time.Hour))}, Envoys: []EnvoyView{
 				withRisk(pod("shop", "web-a", "Deployment/web", started, nil, []config.Binding{{Source: "shop/web", File: "/etc/tls.crt"}}), "shop/web"),
 			}},
 			want: got{Codes: []string{"SUBPATH_MOUNT warning"}, States: []string{"shop/web=converged"}},
 		},
 		"InferenceStaysInNamespace": {
 			reason: "staging serves the same host name from its own Secret: never judged against production's",
-			in: Inputs{Desired: []files.Observation{kubeDesired("prod/web", f.cur, rotated)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("prod/web", f.cur, rotated)}, Envoys: []EnvoyView{
 				pod("staging", "web-a", "Deployment/web", started, loadedFile("/certs/tls.crt", f.old.Cert), nil, served("10.0.0.9:8443", "www.example.com", f.old.Cert)),
 			}},
 		},
 		"InferenceWithinNamespace": {
 			reason: "the same heuristic still binds a pod to its own namespace's Secret",
-			in: Inputs{Desired: []files.Observation{kubeDesired("prod/web", f.cur, rotated)}, Envoys: []EnvoyView{
+			in: Inputs{Desired: []desired.Observation{kubeDesired("prod/web", f.cur, rotated)}, Envoys: []EnvoyView{
 				pod("prod", "web-a", "Deployment/web", started, loadedFile("/certs/tls.crt", f.old.Cert), nil, served("10.0.0.9:8443", "www.example.com", f.old.Cert)),
 			}},
 			want: got{Codes: []string{"STALE_LOADED warning", "STALE_SERVED warning"}, States: []string{"prod/web=stale"}},
@@ -148,7 +158,7 @@ func TestReplicaDivergenceNamesTheWrongReplica(t *testing.T) {
 	f := newFixture(t)
 	web := []config.Binding{{Source: "shop/web", File: "/certs/tls.crt"}}
 	started := now.Add(-time.Hour)
-	in := Inputs{Desired: []files.Observation{kubeDesired("shop/web", f.cur, now.Add(-time.Hour))}, Envoys: []EnvoyView{
+	in := Inputs{Desired: []desired.Observation{kubeDesired("shop/web", f.cur, now.Add(-time.Hour))}, Envoys: []EnvoyView{
 		pod("shop", "web-a", "Deployment/web", started, nil, web, served("10.0.0.1:8443", "www.example.com", f.cur.Cert)),
 		pod("shop", "web-b", "Deployment/web", started, nil, web, served("10.0.0.2:8443", "www.example.com", f.old.Cert)),
 		pod("shop", "web-c", "Deployment/web", started, nil, web, served("10.0.0.3:8443", "www.example.com", f.old.Cert)),
@@ -209,8 +219,8 @@ func TestLivePairing(t *testing.T) {
 			[]config.Binding{{Source: "eg/envoy-gateway", Secret: "server_cert"}},
 			served("10.0.0.5:18000", "", l.Cert))
 	}
-	desired := func(changed time.Time, bundle ...*x509.Certificate) []files.Observation {
-		return []files.Observation{kubeDesired("eg/envoy", proxyNew, changed, bundle...), kubeDesired("eg/envoy-gateway", cpNew, changed, bundle...)}
+	desiredAt := func(changed time.Time, bundle ...*x509.Certificate) []desired.Observation {
+		return []desired.Observation{kubeDesired("eg/envoy", proxyNew, changed, bundle...), kubeDesired("eg/envoy-gateway", cpNew, changed, bundle...)}
 	}
 	pairings := []config.Pairing{
 		{Name: "xds", Bundle: config.Ref{Source: "eg/envoy"}, Leaf: config.Ref{Source: "eg/envoy-gateway"}},
@@ -220,19 +230,19 @@ func TestLivePairing(t *testing.T) {
 	type gap struct{ Trusting, Presenting string }
 	cases := map[string]struct {
 		reason   string
-		desired  []files.Observation
+		desired  []desired.Observation
 		envoys   []EnvoyView
 		wantGaps []gap
 		wantSev  Severity
 	}{
 		"BothOld": {
 			reason:  "before the rotation reached the pods: both trust and present the old CA",
-			desired: desired(rotated, caNew.Cert),
+			desired: desiredAt(rotated, caNew.Cert),
 			envoys:  []EnvoyView{proxy(proxyOld, caOld.Cert), cp(cpOld, caOld.Cert)},
 		},
 		"ProxyAheadWithoutBundle": {
 			reason:   "the proxy reloaded [newCA]; the control plane still presents and trusts the old CA: gaps both ways",
-			desired:  desired(rotated, caNew.Cert),
+			desired:  desiredAt(rotated, caNew.Cert),
 			envoys:   []EnvoyView{proxy(proxyNew, caNew.Cert), cp(cpOld, caOld.Cert)},
 			wantGaps: []gap{{"eg/envoy-1", "eg/envoy-gateway-1"}, {"eg/envoy-gateway-1", "eg/envoy-1"}},
 			wantSev:  Critical,
@@ -240,21 +250,21 @@ func TestLivePairing(t *testing.T) {
 		"ProxyAheadWithBundle": {
 			reason: "with [newCA, oldCA] the proxy accepts the old control plane leaf, but the control plane " +
 				"(still [oldCA]) rejects the proxy's new leaf: the bundle fixes one direction only",
-			desired:  desired(rotated, caNew.Cert, caOld.Cert),
+			desired:  desiredAt(rotated, caNew.Cert, caOld.Cert),
 			envoys:   []EnvoyView{proxy(proxyNew, caNew.Cert, caOld.Cert), cp(cpOld, caOld.Cert)},
 			wantGaps: []gap{{"eg/envoy-gateway-1", "eg/envoy-1"}},
 			wantSev:  Critical,
 		},
 		"WindowWithinGrace": {
 			reason:   "the same gap 20s after the change is the rotation window: warning",
-			desired:  desired(justNow, caNew.Cert),
+			desired:  desiredAt(justNow, caNew.Cert),
 			envoys:   []EnvoyView{proxy(proxyNew, caNew.Cert), cp(cpOld, caOld.Cert)},
 			wantGaps: []gap{{"eg/envoy-1", "eg/envoy-gateway-1"}, {"eg/envoy-gateway-1", "eg/envoy-1"}},
 			wantSev:  Warning,
 		},
 		"Converged": {
 			reason:  "both reloaded: no gap",
-			desired: desired(rotated, caNew.Cert),
+			desired: desiredAt(rotated, caNew.Cert),
 			envoys:  []EnvoyView{proxy(proxyNew, caNew.Cert), cp(cpNew, caNew.Cert)},
 		},
 	}
@@ -265,13 +275,13 @@ func TestLivePairing(t *testing.T) {
 	mountOnly.Config.Bindings = []config.Binding{{Source: "eg/envoy", File: "/certs/tls.crt"}}
 	cases["ProxyBoundByMountOnly"] = struct {
 		reason   string
-		desired  []files.Observation
+		desired  []desired.Observation
 		envoys   []EnvoyView
 		wantGaps []gap
 		wantSev  Severity
 	}{
 		reason:   "the same window with the proxy bound by its mount only",
-		desired:  desired(rotated, caNew.Cert),
+		desired:  desiredAt(rotated, caNew.Cert),
 		envoys:   []EnvoyView{mountOnly, cp(cpOld, caOld.Cert)},
 		wantGaps: []gap{{"eg/envoy-1", "eg/envoy-gateway-1"}, {"eg/envoy-gateway-1", "eg/envoy-1"}},
 		wantSev:  Critical,

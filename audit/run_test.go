@@ -14,10 +14,11 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -57,9 +58,9 @@ func newFixture(t *testing.T) *fixture {
 
 const certPath = "/etc/envoy/tls/tls.crt"
 
-// desired builds a one-item observation as probe/files would report it.
-func desired(name string, leaf *certs.Leaf, changedAt time.Time, mod ...func(*files.Item)) files.Observation {
-	it := files.Item{CertPath: certPath, KeyPath: "/etc/envoy/tls/tls.key", Chain: leaf.Chain()}
+// desiredObs builds a one-item observation as probe/files would report it.
+func desiredObs(name string, leaf *certs.Leaf, changedAt time.Time, mod ...func(*desired.Item)) desired.Observation {
+	it := desired.Item{CertPath: certPath, KeyPath: "/etc/envoy/tls/tls.key", Chain: leaf.Chain()}
 	if name != "web" {
 		it.CertPath = "/etc/" + name + "/tls.crt"
 	}
@@ -68,7 +69,7 @@ func desired(name string, leaf *certs.Leaf, changedAt time.Time, mod ...func(*fi
 	for _, m := range mod {
 		m(&it)
 	}
-	return files.Observation{Source: files.Source{Name: name}, ChangedAt: changedAt, Items: []files.Item{it}}
+	return desired.Observation{Ref: ref.Source{Kind: ref.File, Name: name}, ChangedAt: changedAt, Items: []desired.Item{it}}
 }
 
 func detail(path string, c *x509.Certificate) envoystate.CertDetail {
@@ -125,70 +126,70 @@ func TestRun(t *testing.T) {
 	}{
 		"Converged": {
 			reason: "desired, loaded and served agree: nothing to report",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.cur.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.cur.Cert))}},
 			want: got{States: []string{"web=converged"}},
 		},
 		"StaticContextNeverReloaded": {
 			reason: "the file rotated 10m ago; Envoy still holds and serves the old leaf",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.old.Cert))}},
 			want: got{Codes: []string{"STALE_LOADED warning", "STALE_SERVED warning"}, States: []string{"web=stale"}},
 		},
 		"InsideGracePeriod": {
 			reason: "a rotation 20s old is still converging, not drift",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, justNow)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, justNow)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.old.Cert))}},
 			want: got{States: []string{"web=converging"}},
 		},
 		"DuplicateContextsOneCurrent": {
 			reason: "/certs lists a stale context next to the current one: converged, the old one lingering (info), never stale",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert, f.cur.Cert, f.cur.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.cur.Cert))}},
 			want: got{Codes: []string{"LINGERING_CONTEXT info"}, States: []string{"web=converged"}},
 		},
 		"LoadedButNotServed": {
 			reason: "admin says current, the wire shows the old leaf",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.cur.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.old.Cert))}},
 			want: got{Codes: []string{"LOADED_SERVED_MISMATCH warning", "STALE_SERVED warning"}, States: []string{"web=stale"}},
 		},
 		"KeyMismatch": {
 			reason: "tls.key belongs to another certificate",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated, func(it *files.Item) {
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated, func(it *desired.Item) {
 				it.Key = &pki.KeyInfo{Public: f.other.Cert.PublicKey, Algorithm: "ECDSA"}
 			})}},
 			want: got{Codes: []string{"KEY_MISMATCH critical"}},
 		},
 		"SecretCADoesNotVerifyItsCert": {
 			reason: "ca.crt holds ca-2 but tls.crt was issued by ca-1",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated, func(it *files.Item) {
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated, func(it *desired.Item) {
 				it.CA, it.CAPath = []*x509.Certificate{f.ca2.Cert}, "/etc/envoy/tls/ca.crt"
 			})}},
 			want: got{Codes: []string{"CA_BUNDLE_GAP critical"}},
 		},
 		"ExpiredExpiringNotYetValid": {
 			reason: "each validity problem once, in the view where it was seen",
-			in: Inputs{Desired: []files.Observation{
-				desired("a", f.expired, rotated), desired("b", f.soon, rotated), desired("c", f.future, rotated)}},
+			in: Inputs{Desired: []desired.Observation{
+				desiredObs("a", f.expired, rotated), desiredObs("b", f.soon, rotated), desiredObs("c", f.future, rotated)}},
 			want: got{Codes: []string{"EXPIRED critical", "EXPIRING critical", "NOT_YET_VALID warning"}},
 		},
 		"ExpiringSeenInTwoViewsOnce": {
 			reason: "the same soon-expiring leaf in desired, loaded and served is one finding",
-			in: Inputs{Desired: []files.Observation{desired("web", f.soon, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.soon, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.soon.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.soon.Cert))}},
 			want: got{Codes: []string{"EXPIRING critical"}, States: []string{"web=converged"}},
 		},
 		"HostnameMismatch": {
 			reason: "the listener answers SNI www with the other certificate",
-			in: Inputs{Desired: []files.Observation{desired("other", f.other, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("other", f.other, rotated)},
 				Envoys: []EnvoyView{envoy("edge", nil, []config.Endpoint{{Address: "127.0.0.1:10000", SNI: []string{"www.example.com"}, Source: "other"}},
 					served("127.0.0.1:10000", "www.example.com", f.other.Cert))}},
 			want: got{Codes: []string{"HOSTNAME_MISMATCH critical"}, States: []string{"other=converged"}},
 		},
 		"UnreachableAdminAndEndpoint": {
 			reason: "nothing answered: two gaps in coverage, the rest of the audit still runs",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", &envoystate.Snapshot{AdminURL: "http://127.0.0.1:1",
 					CertsErr: refused(), ConfigErr: refused(), StatsErr: refused()}, ep,
 					tlsprobe.Result{Target: tlsprobe.Target{Address: "127.0.0.1:10000", SNI: "www.example.com"}, Err: errors.New("i/o timeout"), Reason: "timeout"})}},
@@ -208,21 +209,21 @@ func TestRun(t *testing.T) {
 		},
 		"RotationRejected": {
 			reason: "Envoy rejected the new pair and keeps the old certificate",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", withSecret(loadedFile(certPath, f.old.Cert), "web_cert", certPath,
 					map[string]uint64{"sds.web_cert.key_rotation_failed": 2}), nil)}},
 			want: got{Codes: []string{"ROTATION_FAILED critical", "STALE_LOADED warning"}, States: []string{"web=stale"}},
 		},
 		"AcceptedButNotInUse": {
 			reason: "config_dump holds the new secret but /certs shows every context kept the old leaf (a rejected key pair)",
-			in: Inputs{Desired: []files.Observation{desiredDir("web", "/etc/envoy/tls", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredDir("web", "/etc/envoy/tls", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", inlineSecret(loadedFile("<inline>", f.old.Cert), "web_cert", "/etc/envoy/tls", f.cur.Cert,
 					map[string]uint64{"sds.web_cert.key_rotation_failed": 1}), ep, served("127.0.0.1:10000", "www.example.com", f.old.Cert))}},
 			want: got{Codes: []string{"ROTATION_FAILED critical", "STALE_LOADED warning", "STALE_SERVED warning"}, States: []string{"web=stale"}},
 		},
 		"ConfigBindingCompletedFromCerts": {
 			reason: "an endpoint names its source; /certs shows the old leaf at that source's file",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), []config.Endpoint{{Address: "127.0.0.1:10000", SNI: []string{"www.example.com"}, Source: "web"}},
 					served("127.0.0.1:10000", "www.example.com", f.old.Cert))}},
 			want: got{Codes: []string{"STALE_LOADED warning", "STALE_SERVED warning"}, States: []string{"web=stale"}},
@@ -237,27 +238,27 @@ func TestRun(t *testing.T) {
 			reason: "the proxy's bundle still holds only ca-1 while the client leaf moved to ca-2",
 			in: Inputs{
 				Config: &config.Config{Pairings: []config.Pairing{{Name: "proxy-trusts-client", Bundle: config.Ref{Source: "proxy-ca"}, Leaf: config.Ref{Source: "client"}}}},
-				Desired: []files.Observation{
-					{Source: files.Source{Name: "proxy-ca"}, Items: []files.Item{{CAPath: "/etc/proxy/ca.crt", CA: []*x509.Certificate{f.ca.Cert}}}},
-					desired("client", f.fromCA2, rotated)}},
+				Desired: []desired.Observation{
+					{Ref: ref.Source{Kind: ref.File, Name: "proxy-ca"}, Items: []desired.Item{{CAPath: "/etc/proxy/ca.crt", CA: []*x509.Certificate{f.ca.Cert}}}},
+					desiredObs("client", f.fromCA2, rotated)}},
 			want: got{Codes: []string{"CA_BUNDLE_GAP critical"}},
 		},
 		"PairingCovered": {
 			reason: "a [newCA, oldCA] bundle accepts both generations",
 			in: Inputs{
 				Config: &config.Config{Pairings: []config.Pairing{{Bundle: config.Ref{Source: "proxy-ca"}, Leaf: config.Ref{Source: "client"}}}},
-				Desired: []files.Observation{
-					{Source: files.Source{Name: "proxy-ca"}, Items: []files.Item{{CAPath: "/etc/proxy/ca.crt", CA: []*x509.Certificate{f.ca2.Cert, f.ca.Cert}}}},
-					desired("client", f.fromCA2, rotated)}},
+				Desired: []desired.Observation{
+					{Ref: ref.Source{Kind: ref.File, Name: "proxy-ca"}, Items: []desired.Item{{CAPath: "/etc/proxy/ca.crt", CA: []*x509.Certificate{f.ca2.Cert, f.ca.Cert}}}},
+					desiredObs("client", f.fromCA2, rotated)}},
 		},
 		"WeakCrypto": {
 			reason: "RSA 1024 in the desired certificate",
-			in:     Inputs{Desired: []files.Observation{desired("web", f.weak, rotated)}},
+			in:     Inputs{Desired: []desired.Observation{desiredObs("web", f.weak, rotated)}},
 			want:   got{Codes: []string{"WEAK_CRYPTO warning"}},
 		},
 		"MissingIntermediate": {
 			reason: "the file holds leaf+intermediate, the listener serves the leaf alone",
-			in: Inputs{Desired: []files.Observation{desired("api", f.viaInter, rotated, func(it *files.Item) {
+			in: Inputs{Desired: []desired.Observation{desiredObs("api", f.viaInter, rotated, func(it *desired.Item) {
 				it.CA, it.CAPath = []*x509.Certificate{f.ca.Cert}, "/etc/api/ca.crt"
 			})}, Envoys: []EnvoyView{envoy("edge", nil, []config.Endpoint{{Address: "127.0.0.1:10001", SNI: []string{"api.example.com"}, Source: "api"}},
 				served("127.0.0.1:10001", "api.example.com", f.viaInter.Cert))}},
@@ -265,21 +266,21 @@ func TestRun(t *testing.T) {
 		},
 		"BundleHygiene": {
 			reason: "three distinct CAs and a duplicate, against a policy of two",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated, func(it *files.Item) {
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated, func(it *desired.Item) {
 				it.CA, it.CAPath = []*x509.Certificate{f.ca.Cert, f.ca2.Cert, f.inter.Cert, f.ca.Cert}, "/etc/envoy/tls/ca.crt"
 			})}},
 			want: got{Codes: []string{"CA_BUNDLE_HYGIENE info", "CA_BUNDLE_HYGIENE warning"}},
 		},
 		"UnreadableSource": {
 			reason: "a dangling ..data and a broken certificate file",
-			in: Inputs{Desired: []files.Observation{
-				{Source: files.Source{Name: "gone", Dir: "/etc/gone"}, Err: errors.New("..data is a dangling symlink")},
-				{Source: files.Source{Name: "bad"}, Items: []files.Item{{CertPath: "/etc/bad/tls.crt", ChainErr: errors.New("PEM block 1: malformed")}}}}},
+			in: Inputs{Desired: []desired.Observation{
+				{Ref: ref.Source{Kind: ref.File, Name: "gone"}, Dir: "/etc/gone", Err: errors.New("..data is a dangling symlink")},
+				{Ref: ref.Source{Kind: ref.File, Name: "bad"}, Items: []desired.Item{{CertPath: "/etc/bad/tls.crt", ChainErr: errors.New("PEM block 1: malformed")}}}}},
 			want: got{Codes: []string{"PARSE_ERROR warning", "PARSE_ERROR warning"}},
 		},
 		"InferredBinding": {
 			reason: "no config and a path certdrift does not know: bound by equal DNS names, marked inferred",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile("/somewhere/else.pem", f.old.Cert), nil)}},
 			want: got{Codes: []string{"STALE_LOADED warning"}, States: []string{"web=stale"}},
 		},
@@ -328,7 +329,7 @@ func withSecret(s *envoystate.Snapshot, name, file string, counters map[string]u
 
 func TestStaleFindingEvidence(t *testing.T) {
 	f := newFixture(t)
-	in := Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))},
+	in := Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))},
 		Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.old.Cert))}}
 	r := Run(in, config.DefaultPolicy, now)
 	i := slices.IndexFunc(r.Findings, func(f Finding) bool { return f.Code == StaleServed })
@@ -347,9 +348,9 @@ func TestStaleFindingEvidence(t *testing.T) {
 	}
 }
 
-// desiredDir is desired() for a directory source (kubelet layout) at dir.
-func desiredDir(name, dir string, leaf *certs.Leaf, changedAt time.Time) files.Observation {
-	o := desired(name, leaf, changedAt)
-	o.Source.Dir = dir
+// desiredDir is desiredObs() for a directory source (kubelet layout) at dir.
+func desiredDir(name, dir string, leaf *certs.Leaf, changedAt time.Time) desired.Observation {
+	o := desiredObs(name, leaf, changedAt)
+	o.Dir = dir
 	return o
 }

@@ -60,7 +60,7 @@ type DesiredSource struct {
 func DesiredSources(in Inputs) []DesiredSource {
 	out := make([]DesiredSource, 0, len(in.Desired))
 	for _, o := range in.Desired {
-		d := DesiredSource{Source: o.Source.Name, ChangedAt: o.ChangedAt}
+		d := DesiredSource{Source: o.Ref.String(), ChangedAt: o.ChangedAt}
 		for _, it := range o.Items {
 			if len(it.Chain) == 0 {
 				continue

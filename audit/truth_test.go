@@ -19,10 +19,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // The tests in this file hold the audit to its promise: a clean verdict means everything was
@@ -172,11 +173,11 @@ func TestLoadedTrustIsJudged(t *testing.T) {
 	justNow := now.Add(-20 * time.Second)
 	const dir, caFile = "/etc/mesh", "/etc/mesh/ca.crt"
 	// mesh is a Secret-volume directory whose ca.crt rotated from ca-1 to ca-2 (or to [ca-2, ca-1]).
-	mesh := func(changed time.Time, bundle ...*x509.Certificate) files.Observation {
-		o := desired("mesh", f.cur, changed, func(it *files.Item) {
+	mesh := func(changed time.Time, bundle ...*x509.Certificate) desired.Observation {
+		o := desiredObs("mesh", f.cur, changed, func(it *desired.Item) {
 			it.CertPath, it.CAPath, it.CA = dir+"/tls.crt", caFile, bundle
 		})
-		o.Source.Dir = dir
+		o.Dir = dir
 		return o
 	}
 	certsCA := func(path string, ca *x509.Certificate) *envoystate.Snapshot {
@@ -194,7 +195,7 @@ func TestLoadedTrustIsJudged(t *testing.T) {
 	}
 	cases := map[string]struct {
 		reason  string
-		desired files.Observation
+		desired desired.Observation
 		ev      EnvoyView
 		want    want
 	}{
@@ -278,7 +279,7 @@ func TestLoadedTrustIsJudged(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := Run(Inputs{Desired: []files.Observation{tc.desired}, Envoys: []EnvoyView{tc.ev}}, config.DefaultPolicy, now)
+			r := Run(Inputs{Desired: []desired.Observation{tc.desired}, Envoys: []EnvoyView{tc.ev}}, config.DefaultPolicy, now)
 			var g want
 			for _, b := range r.Bindings {
 				if b.Trust {
@@ -359,14 +360,14 @@ func reportJSON(t testing.TB, r Report) string {
 // recordedDesired is the desired view behind a real recording, rebuilt from what the Envoy
 // loaded: the desired certificate of each inline secret is the one it holds, so that a
 // permutation has bindings, states and pairings to disturb.
-func recordedDesired(snap *envoystate.Snapshot, changedAt time.Time) []files.Observation {
-	var out []files.Observation
+func recordedDesired(snap *envoystate.Snapshot, changedAt time.Time) []desired.Observation {
+	var out []desired.Observation
 	for _, s := range snap.Secrets {
 		if len(s.Chain) == 0 && len(s.ValidationCA) == 0 {
 			continue
 		}
-		it := files.Item{Chain: s.Chain, CA: s.ValidationCA}
-		out = append(out, files.Observation{Source: files.Source{Name: s.Name}, ChangedAt: changedAt, Items: []files.Item{it}})
+		it := desired.Item{Chain: s.Chain, CA: s.ValidationCA}
+		out = append(out, desired.Observation{Ref: ref.Source{Kind: ref.File, Name: s.Name}, ChangedAt: changedAt, Items: []desired.Item{it}})
 	}
 	return out
 }
@@ -386,19 +387,19 @@ func TestVerdictDoesNotDependOnOrder(t *testing.T) {
 		// stale and every loaded certificate close to expiry.
 		later := realSnapshot(t, v)
 		scenarios["Real"+v+"Stale"] = scenario{at: recordedAt.Add(25 * 24 * time.Hour), in: Inputs{
-			Desired: []files.Observation{desired("kubernetes://default/sds-cert", f.cur, recordedAt.Add(24*time.Hour))},
+			Desired: []desired.Observation{desiredObs("kubernetes://default/sds-cert", f.cur, recordedAt.Add(24*time.Hour))},
 			Envoys:  []EnvoyView{{Config: config.Envoy{Name: "edge"}, Admin: later}}}}
 	}
 	// Lingering contexts: the desired leaf beside two older ones and a duplicate, on two
 	// replicas, with handshakes.
 	ling := loadedFile(certPath, f.old.Cert, f.cur.Cert, f.soon.Cert, f.cur.Cert)
-	scenarios["Lingering"] = scenario{at: now, in: Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))},
+	scenarios["Lingering"] = scenario{at: now, in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))},
 		Envoys: []EnvoyView{
 			envoy("a", ling, ep, served("127.0.0.1:10000", "www.example.com", f.cur.Cert), served("127.0.0.1:10001", "", f.old.Cert)),
 			envoy("b", loadedFile(certPath, f.soon.Cert, f.old.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.old.Cert)),
 		}}}
 	// Stale without the desired leaf: which one is reported must not depend on the order.
-	scenarios["StaleAmongSeveral"] = scenario{at: now, in: Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))},
+	scenarios["StaleAmongSeveral"] = scenario{at: now, in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))},
 		Envoys: []EnvoyView{envoy("a", loadedFile(certPath, f.old.Cert, f.soon.Cert, f.expired.Cert), ep)}}}
 	for name, sc := range scenarios {
 		t.Run(name, func(t *testing.T) {
@@ -416,7 +417,7 @@ func TestVerdictDoesNotDependOnOrder(t *testing.T) {
 
 func TestStaleReportsTheNewestAndListsTheRest(t *testing.T) {
 	f := newFixture(t)
-	in := Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))},
+	in := Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))},
 		Envoys: []EnvoyView{envoy("a", loadedFile(certPath, f.old.Cert, f.soon.Cert, f.expired.Cert), ep)}}
 	r := Run(in, config.DefaultPolicy, now)
 	var stale []Finding
@@ -446,7 +447,7 @@ func TestStaleReportsTheNewestAndListsTheRest(t *testing.T) {
 
 func TestIncompleteCoverageIsNotClean(t *testing.T) {
 	f := newFixture(t)
-	missingDir := files.Observation{Source: files.Source{Name: "web", Dir: "/nonexistent/tls"},
+	missingDir := desired.Observation{Ref: ref.Source{Kind: ref.File, Name: "web"}, Dir: "/nonexistent/tls",
 		Err: fmt.Errorf("read /nonexistent/tls: %w", fs.ErrNotExist)}
 	refusedAdmin := &envoystate.Snapshot{AdminURL: "http://127.0.0.1:1", CertsErr: refused(), ConfigErr: refused(), StatsErr: refused()}
 	refusedTLS := tlsprobe.Result{Target: tlsprobe.Target{Address: "127.0.0.1:2"}, Err: refused(), Reason: "refused"}
@@ -457,17 +458,17 @@ func TestIncompleteCoverageIsNotClean(t *testing.T) {
 	}{
 		"NothingCouldBeChecked": {
 			reason: "desired directory missing, admin refused, TLS port refused: the issue's three warnings",
-			in:     Inputs{Desired: []files.Observation{missingDir}, Envoys: []EnvoyView{envoy("edge", refusedAdmin, nil, refusedTLS)}},
+			in:     Inputs{Desired: []desired.Observation{missingDir}, Envoys: []EnvoyView{envoy("edge", refusedAdmin, nil, refusedTLS)}},
 			code:   SourceMissing,
 		},
 		"MissingDirectoryIsNotAParseError": {
 			reason: "a directory that does not exist is SOURCE_MISSING",
-			in:     Inputs{Desired: []files.Observation{missingDir}},
+			in:     Inputs{Desired: []desired.Observation{missingDir}},
 			code:   SourceMissing,
 		},
 		"MissingCertificateFile": {
 			reason: "an explicit certificate file that does not exist",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, now, func(it *files.Item) {
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now, func(it *desired.Item) {
 				it.Chain, it.ChainErr = nil, fmt.Errorf("open %s: %w", it.CertPath, fs.ErrNotExist)
 			})}},
 			code: SourceMissing,
@@ -475,7 +476,7 @@ func TestIncompleteCoverageIsNotClean(t *testing.T) {
 		"PairingNamesNothing": {
 			reason: "a pairing naming a source that does not exist",
 			in: Inputs{Config: &config.Config{Pairings: []config.Pairing{{Bundle: config.Ref{Source: "ns/no-such-ca"}, Leaf: config.Ref{Source: "web"}}}},
-				Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))}},
+				Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))}},
 			code: SourceMissing,
 		},
 		"ExplicitBindingNamesNothing": {
@@ -486,7 +487,7 @@ func TestIncompleteCoverageIsNotClean(t *testing.T) {
 		},
 		"AdminHoldsNothingForABinding": {
 			reason: "a binding the admin shows nothing for is unknown, and counts against coverage",
-			in: Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))},
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))},
 				Envoys: []EnvoyView{{Config: config.Envoy{Name: "edge", Bindings: []config.Binding{{Source: "web", File: certPath}}},
 					Admin: &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901"}}}},
 		},
@@ -513,7 +514,7 @@ func TestIncompleteCoverageIsNotClean(t *testing.T) {
 		})
 	}
 	t.Run("CompleteWhenAllJudged", func(t *testing.T) {
-		r := Run(Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))},
+		r := Run(Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))},
 			Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.cur.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.cur.Cert))}},
 			config.DefaultPolicy, now)
 		c := r.Summary.Coverage
@@ -591,7 +592,7 @@ func TestStaleLoadedAdviceFitsTheSetup(t *testing.T) {
 	sds := &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901", Secrets: []envoystate.Secret{{
 		Name: "web", State: envoystate.SecretActive, HasCertificate: true, Chain: []*x509.Certificate{f.old.Cert}}},
 		Stats: envoystate.Stats{Counters: map[string]uint64{"sds.web.key_rotation_failed": 1}}}
-	r := Run(Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))}, Envoys: []EnvoyView{envoy("edge", sds, nil)}}, config.DefaultPolicy, now)
+	r := Run(Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))}, Envoys: []EnvoyView{envoy("edge", sds, nil)}}, config.DefaultPolicy, now)
 	i := slices.IndexFunc(r.Findings, func(f Finding) bool { return f.Code == StaleLoaded })
 	if i < 0 {
 		t.Fatalf("no STALE_LOADED:\n%s", codesOf(r))
@@ -599,7 +600,7 @@ func TestStaleLoadedAdviceFitsTheSetup(t *testing.T) {
 	if a := r.Findings[i].Advice; strings.Contains(a, "instead of a static TLS context") {
 		t.Errorf("an Envoy already on SDS is advised to move to SDS: %q", a)
 	}
-	static := Run(Inputs{Desired: []files.Observation{desired("web", f.cur, now.Add(-time.Hour))}, Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), nil)}}, config.DefaultPolicy, now)
+	static := Run(Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))}, Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), nil)}}, config.DefaultPolicy, now)
 	i = slices.IndexFunc(static.Findings, func(f Finding) bool { return f.Code == StaleLoaded })
 	if i < 0 || !strings.Contains(static.Findings[i].Advice, "SDS") {
 		t.Errorf("a static context is not advised to move to SDS:\n%s", codesOf(static))
@@ -669,10 +670,10 @@ func parseFailures(s *envoystate.Snapshot) string {
 // one host's leaf beside another's, and neither lingers for the other).
 func TestInlineContextsAreNotOneLocation(t *testing.T) {
 	f := newFixture(t)
-	merged := files.Observation{Source: files.Source{Name: "gw"}, ChangedAt: now.Add(-time.Hour), Items: []files.Item{
+	merged := desired.Observation{Ref: ref.Source{Kind: ref.File, Name: "gw"}, ChangedAt: now.Add(-time.Hour), Items: []desired.Item{
 		{Name: "www", Chain: f.cur.Chain()}, {Name: "other", Chain: f.other.Chain()}}}
 	snap := loadedFile("<inline>", f.cur.Cert, f.other.Cert)
-	r := Run(Inputs{Desired: []files.Observation{merged}, Envoys: []EnvoyView{envoy("gw-1", snap, nil)}}, config.DefaultPolicy, now)
+	r := Run(Inputs{Desired: []desired.Observation{merged}, Envoys: []EnvoyView{envoy("gw-1", snap, nil)}}, config.DefaultPolicy, now)
 	if len(r.Findings) != 0 {
 		t.Errorf("two hosts' leaves on one gateway are reported:\n%s", codesOf(r))
 	}

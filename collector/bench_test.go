@@ -10,9 +10,10 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // fleet is a Kubernetes-mode round of the scale: secrets TLS Secrets in 50 namespaces,
@@ -23,8 +24,8 @@ func fleet(secrets, pods int) Round {
 	for i := range secrets {
 		leaf[i] = cert(fmt.Sprintf("host-%d.example.com", i), int64(100+i))
 		ns := fmt.Sprintf("ns-%d", i%50)
-		r.Inputs.Desired = append(r.Inputs.Desired, files.Observation{Source: files.Source{Name: fmt.Sprintf("%s/tls-%d", ns, i)},
-			Items: []files.Item{{Chain: []*x509.Certificate{leaf[i]}}}})
+		r.Inputs.Desired = append(r.Inputs.Desired, desired.Observation{Ref: ref.Source{Kind: ref.Secret, Namespace: ns, Name: fmt.Sprintf("tls-%d", i)},
+			Items: []desired.Item{{Chain: []*x509.Certificate{leaf[i]}}}})
 	}
 	for p := range pods {
 		i := p % secrets
@@ -36,8 +37,8 @@ func fleet(secrets, pods int) Round {
 		if p%10 == 0 {
 			loaded, state = leaf[(i+1)%secrets], audit.StateStale
 			r.Report.Findings = append(r.Report.Findings,
-				audit.Finding{Code: audit.StaleLoaded, Severity: audit.Critical, Subject: audit.Subject{Envoy: name, Source: o.Source.Name, Secret: "server_cert"}},
-				audit.Finding{Code: audit.StaleServed, Severity: audit.Critical, Subject: audit.Subject{Envoy: name, Source: o.Source.Name, SNI: leaf[i].Subject.CommonName}})
+				audit.Finding{Code: audit.StaleLoaded, Severity: audit.Critical, Subject: audit.Subject{Envoy: name, Source: o.Ref.String(), Secret: "server_cert"}},
+				audit.Finding{Code: audit.StaleServed, Severity: audit.Critical, Subject: audit.Subject{Envoy: name, Source: o.Ref.String(), SNI: leaf[i].Subject.CommonName}})
 		}
 		addr := fmt.Sprintf("10.0.%d.%d:8443", p/250, p%250)
 		r.Inputs.Envoys = append(r.Inputs.Envoys, audit.EnvoyView{
@@ -48,7 +49,7 @@ func fleet(secrets, pods int) Round {
 			Served: []tlsprobe.Result{{Target: tlsprobe.Target{Address: addr, SNI: leaf[i].Subject.CommonName},
 				Chain: []*x509.Certificate{loaded}, Duration: 3 * time.Millisecond}},
 		})
-		r.Report.Bindings = append(r.Report.Bindings, audit.Binding{Envoy: name, Source: o.Source.Name, Secret: "server_cert",
+		r.Report.Bindings = append(r.Report.Bindings, audit.Binding{Envoy: name, Source: o.Ref.String(), Secret: "server_cert",
 			Endpoint: addr, SNIs: []string{leaf[i].Subject.CommonName}, Origin: audit.OriginSDSName, State: state})
 	}
 	return r
@@ -129,7 +130,7 @@ func BenchmarkUpdateDesired(b *testing.B) {
 	for b.Loop() {
 		i++
 		upd := o
-		upd.Items = []files.Item{{Chain: []*x509.Certificate{cert(fmt.Sprintf("rotated-%d", i), int64(i))}}}
+		upd.Items = []desired.Item{{Chain: []*x509.Certificate{cert(fmt.Sprintf("rotated-%d", i), int64(i))}}}
 		s.UpdateDesired([]DesiredUpdate{{Observation: upd}}, t0.Add(time.Duration(i)*time.Second))
 	}
 }

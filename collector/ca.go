@@ -203,7 +203,7 @@ func caSeriesOf(r Round, shard Shard) (desiredCAs, loadedCAs []caSeries) {
 		}
 	}
 	for _, o := range r.Inputs.Desired {
-		if !shard.Owns(sourceKey(o.Source.Name)) {
+		if !shard.Owns(o.Ref.Key()) {
 			continue
 		}
 		for _, it := range o.Items {

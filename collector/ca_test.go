@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/ref"
 
 	"github.com/certdrift/certdrift/audit"
 )
@@ -27,11 +28,11 @@ func caDetail(c *x509.Certificate) envoystate.CertDetail {
 // caRound is a Kubernetes-mode round whose trust bundles share CAs in every way they can.
 func caRound(root, old *x509.Certificate) Round {
 	r := Round{Kubernetes: true, Started: t0.Add(-time.Second), Finished: t0}
-	r.Inputs.Desired = []files.Observation{
-		{Source: files.Source{Name: "ns-a/tls-a"}, Items: []files.Item{{Chain: []*x509.Certificate{cert("a", 30)}, CA: []*x509.Certificate{root, old}}}},
+	r.Inputs.Desired = []desired.Observation{
+		{Ref: ref.Source{Kind: ref.Secret, Namespace: "ns-a", Name: "tls-a"}, Items: []desired.Item{{Chain: []*x509.Certificate{cert("a", 30)}, CA: []*x509.Certificate{root, old}}}},
 		// The same root parsed from another Secret: deduplicated by fingerprint, not by pointer.
-		{Source: files.Source{Name: "ns-b/tls-b"}, Items: []files.Item{{Chain: []*x509.Certificate{cert("b", 40)}, CA: []*x509.Certificate{copyOf(root)}}}},
-		{Source: files.Source{Name: "configmap:ns-a/root"}, Items: []files.Item{
+		{Ref: ref.Source{Kind: ref.Secret, Namespace: "ns-b", Name: "tls-b"}, Items: []desired.Item{{Chain: []*x509.Certificate{cert("b", 40)}, CA: []*x509.Certificate{copyOf(root)}}}},
+		{Ref: ref.Source{Kind: ref.ConfigMap, Namespace: "ns-a", Name: "root"}, Items: []desired.Item{
 			{Name: "root-cert.pem", CA: []*x509.Certificate{root}},
 			// A bundle listing the root twice still holds it once.
 			{Name: "dup.pem", CA: []*x509.Certificate{root, copyOf(root)}},

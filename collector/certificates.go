@@ -7,8 +7,8 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
 
@@ -104,7 +104,7 @@ func (s *certSeriesSet) add(v certView, c certFacts, kv ...string) {
 }
 
 // desired renders the desired certificates of one source.
-func (s *certSeriesSet) desired(o files.Observation, kubernetes bool) {
+func (s *certSeriesSet) desired(o desired.Observation, kubernetes bool) {
 	for _, it := range o.Items {
 		if len(it.Chain) == 0 {
 			continue
@@ -113,7 +113,7 @@ func (s *certSeriesSet) desired(o files.Observation, kubernetes bool) {
 		if !kubernetes {
 			loc = cmpOr(it.CertPath, it.Name)
 		}
-		s.add(desiredView, factsOf(it.Chain[0]), "source", sourceLabel(o.Source.Name, it.Name), "location", loc)
+		s.add(desiredView, factsOf(it.Chain[0]), "source", sourceLabel(o.Ref.String(), it.Name), "location", loc)
 	}
 }
 

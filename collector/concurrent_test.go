@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/desired"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // TestStoreConcurrentUse drives the Store the way certdrift serve does, all at once: rounds
@@ -32,8 +33,8 @@ func TestStoreConcurrentUse(t *testing.T) {
 	writers.Go(func() {
 		for i := range rounds {
 			c := cert(fmt.Sprintf("rotated-%d", i), int64(100+i))
-			s.UpdateDesired([]DesiredUpdate{{Observation: files.Observation{Source: files.Source{Name: "ns-c/tls-c"},
-				Items: []files.Item{{Chain: []*x509.Certificate{c}}}}}}, t0.Add(time.Duration(i)*time.Minute+time.Second))
+			s.UpdateDesired([]DesiredUpdate{{Observation: desired.Observation{Ref: ref.Source{Kind: ref.Secret, Namespace: "ns-c", Name: "tls-c"},
+				Items: []desired.Item{{Chain: []*x509.Certificate{c}}}}}}, t0.Add(time.Duration(i)*time.Minute+time.Second))
 		}
 	})
 	writers.Go(func() {

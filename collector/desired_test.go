@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/desired"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // TestUpdateDesired: inventory changes reach the exposition between rounds — an updated Secret's
@@ -23,8 +24,12 @@ func TestUpdateDesired(t *testing.T) {
 		_, b := scrape(t, h, acceptText, "gzip")
 		return string(b)
 	}
-	obs := func(name string, c *x509.Certificate) files.Observation {
-		return files.Observation{Source: files.Source{Name: name}, Items: []files.Item{{Chain: []*x509.Certificate{c}}}}
+	obs := func(name string, c *x509.Certificate) desired.Observation {
+		src, ok := ref.ParseKube(name)
+		if !ok {
+			t.Fatalf("%q is not a Kubernetes source name", name)
+		}
+		return desired.Observation{Ref: src, Items: []desired.Item{{Chain: []*x509.Certificate{c}}}}
 	}
 	certFamilies := []string{"certdrift_certificate_info", "certdrift_certificate_not_after_timestamp_seconds",
 		"certdrift_certificate_not_before_timestamp_seconds"}
@@ -54,7 +59,7 @@ func TestUpdateDesired(t *testing.T) {
 
 	// The oracle: a round that read the updated inventory.
 	want := kubeRound(t0, true)
-	want.Inputs.Desired = []files.Observation{obs("ns-a/tls-a", a2), want.Inputs.Desired[2], obs("ns-c/tls-c", c)}
+	want.Inputs.Desired = []desired.Observation{obs("ns-a/tls-a", a2), want.Inputs.Desired[2], obs("ns-c/tls-c", c)}
 	oracle := NewStore(Options{Now: clock(t0.Add(time.Minute))})
 	oracle.Record(want)
 	var golden bytes.Buffer
@@ -99,8 +104,8 @@ func TestUpdateDesired(t *testing.T) {
 func TestUpdateDesiredBeforeFirstRound(t *testing.T) {
 	s := NewStore(Options{Now: clock(t0)})
 	a2 := cert("a2", 50)
-	s.UpdateDesired([]DesiredUpdate{{Observation: files.Observation{Source: files.Source{Name: "ns-a/tls-a"},
-		Items: []files.Item{{Chain: []*x509.Certificate{a2}}}}}}, t0.Add(500*time.Millisecond))
+	s.UpdateDesired([]DesiredUpdate{{Observation: desired.Observation{Ref: ref.Source{Kind: ref.Secret, Namespace: "ns-a", Name: "tls-a"},
+		Items: []desired.Item{{Chain: []*x509.Certificate{a2}}}}}}, t0.Add(500*time.Millisecond))
 	if s.Ready() {
 		t.Fatal("ready before the first round")
 	}

@@ -6,6 +6,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/certdrift/certdrift/audit"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // findingLabels are bounded by the world certdrift watches: codes and severities are closed sets,
@@ -54,7 +55,7 @@ func renderJudgement(rs *rowSet, r Round, shard Shard, ids map[string]identity, 
 	for _, f := range r.Report.Findings {
 		key := f.Subject.Envoy
 		if key == "" {
-			key = sourceKey(f.Subject.Source)
+			key = ref.SourceKey(f.Subject.Source)
 		}
 		if !shard.Owns(key) {
 			continue

@@ -13,9 +13,10 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -40,8 +41,8 @@ func (w staticWorld) inputs() audit.Inputs {
 	}
 	return audit.Inputs{
 		Config: &config.Config{},
-		Desired: []files.Observation{{Source: files.Source{Name: "web", Dir: "/secret/web"}, ChangedAt: w.changedAt,
-			Items: []files.Item{{CertPath: firstRoundFile, Chain: []*x509.Certificate{w.desired}}}}},
+		Desired: []desired.Observation{{Ref: ref.Source{Kind: ref.File, Name: "web"}, Dir: "/secret/web", ChangedAt: w.changedAt,
+			Items: []desired.Item{{CertPath: firstRoundFile, Chain: []*x509.Certificate{w.desired}}}}},
 		Envoys: []audit.EnvoyView{{
 			Config: config.Envoy{Name: "static", Admin: "http://127.0.0.1:9901",
 				Endpoints: []config.Endpoint{{Address: firstRoundAddr, SNI: []string{firstRoundHost}}}},

@@ -12,9 +12,10 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -76,8 +77,8 @@ func (w world) round(at time.Time) Round {
 	return Round{
 		Started: at.Add(-time.Second), Finished: at, SourcesUp: map[string]bool{"files": true},
 		Inputs: audit.Inputs{
-			Desired: []files.Observation{{Source: files.Source{Name: "web", Dir: "/secret"}, ChangedAt: w.changedAt,
-				Items: []files.Item{{CertPath: "/secret/tls.crt", Chain: []*x509.Certificate{w.desired}, CAPath: "/secret/ca.crt", CA: []*x509.Certificate{testCA}}}}},
+			Desired: []desired.Observation{{Ref: ref.Source{Kind: ref.File, Name: "web"}, Dir: "/secret", ChangedAt: w.changedAt,
+				Items: []desired.Item{{CertPath: "/secret/tls.crt", Chain: []*x509.Certificate{w.desired}, CAPath: "/secret/ca.crt", CA: []*x509.Certificate{testCA}}}}},
 			Envoys: []audit.EnvoyView{sds, static},
 		},
 		Report: audit.Report{
@@ -103,15 +104,15 @@ func staleFindings() []audit.Finding {
 func kubeRound(at time.Time, withSecretB bool) Round {
 	a, b := cert("a", 30), cert("b", 40)
 	r := Round{Kubernetes: true, Started: at.Add(-time.Second), Finished: at, SourcesUp: map[string]bool{"kubernetes": true}}
-	r.Inputs.Desired = []files.Observation{{Source: files.Source{Name: "ns-a/tls-a"}, Items: []files.Item{{Chain: []*x509.Certificate{a}, CA: []*x509.Certificate{testCA}}}}}
+	r.Inputs.Desired = []desired.Observation{{Ref: ref.Source{Kind: ref.Secret, Namespace: "ns-a", Name: "tls-a"}, Items: []desired.Item{{Chain: []*x509.Certificate{a}, CA: []*x509.Certificate{testCA}}}}}
 	r.Inputs.Envoys = []audit.EnvoyView{{Config: config.Envoy{Name: "ns-a/gw-0"},
 		Pod:    &audit.PodContext{Namespace: "ns-a", Pod: "gw-0", Workload: "Deployment/gw"},
 		Admin:  &envoystate.Snapshot{CertsErr: &netErr{}},
 		Served: []tlsprobe.Result{{Target: tlsprobe.Target{Address: "10.0.0.1:443"}, Err: errors.New("refused"), Reason: tlsprobe.ReasonRefused}}}}
 	r.Report.Findings = []audit.Finding{{Code: audit.Unreachable, Severity: audit.Warning, Subject: audit.Subject{Envoy: "ns-a/gw-0", Workload: "Deployment/gw"}}}
 	if withSecretB {
-		r.Inputs.Desired = append(r.Inputs.Desired, files.Observation{Source: files.Source{Name: "ns-b/tls-b"}, Items: []files.Item{{Chain: []*x509.Certificate{b}}}},
-			files.Observation{Source: files.Source{Name: "ns-b/broken"}, Err: errors.New("no tls.crt")})
+		r.Inputs.Desired = append(r.Inputs.Desired, desired.Observation{Ref: ref.Source{Kind: ref.Secret, Namespace: "ns-b", Name: "tls-b"}, Items: []desired.Item{{Chain: []*x509.Certificate{b}}}},
+			desired.Observation{Ref: ref.Source{Kind: ref.Secret, Namespace: "ns-b", Name: "broken"}, Err: errors.New("no tls.crt")})
 		r.Report.Findings = append(r.Report.Findings, audit.Finding{Code: audit.Expiring, Severity: audit.Warning, Subject: audit.Subject{Source: "ns-b/tls-b"}})
 	}
 	return r

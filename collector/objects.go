@@ -45,10 +45,9 @@ func (os objects) find(key string) (int, bool) {
 func (os objects) withDesired(upds []DesiredUpdate, shard Shard, kubernetes bool) objects {
 	next := slices.Clone(os)
 	for _, u := range upds {
-		name := u.Observation.Source.Name
-		key := desiredKey(name)
+		key := desiredKey(u.Observation.Ref.String())
 		var o *object
-		if !u.Deleted && shard.Owns(sourceKey(name)) {
+		if !u.Deleted && shard.Owns(u.Observation.Ref.Key()) {
 			o = &object{key: key}
 			newCertSeries(&o.rowSet).desired(u.Observation, kubernetes)
 			if len(o.rows) == 0 {
@@ -125,8 +124,8 @@ func roundObjects(r Round, shard Shard, converging int) objects {
 		return c
 	}
 	for _, o := range r.Inputs.Desired {
-		if shard.Owns(sourceKey(o.Source.Name)) {
-			certsOf(desiredKey(o.Source.Name)).desired(o, r.Kubernetes)
+		if shard.Owns(o.Ref.Key()) {
+			certsOf(desiredKey(o.Ref.String())).desired(o, r.Kubernetes)
 		}
 	}
 	round := obj(roundKey)

@@ -23,8 +23,9 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/audit"
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // Round is one complete gathering and judgement.
@@ -256,9 +257,9 @@ func (s *Store) Record(r Round) {
 }
 
 // DesiredUpdate is one desired source as the inventory now holds it: Observation replaces every
-// desired-view series of Observation.Source.Name, and Deleted removes them.
+// desired-view series of the source Observation.Ref names, and Deleted removes them.
 type DesiredUpdate struct {
-	Observation files.Observation
+	Observation desired.Observation
 	Deleted     bool
 }
 
@@ -280,7 +281,7 @@ func (s *Store) UpdateDesired(upds []DesiredUpdate, at time.Time) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	for _, u := range upds {
-		s.overrides[u.Observation.Source.Name] = desiredOverride{upd: u, at: at}
+		s.overrides[u.Observation.Ref.String()] = desiredOverride{upd: u, at: at}
 	}
 	if !s.Ready() {
 		return // no round yet: the first one reads the inventory, and Record applies the overrides
@@ -313,7 +314,7 @@ func (s *Store) countProbes(r Round) {
 		}
 	}
 	for _, o := range r.Inputs.Desired {
-		if !s.opt.Shard.Owns(sourceKey(o.Source.Name)) {
+		if !s.opt.Shard.Owns(o.Ref.Key()) {
 			continue
 		}
 		if o.Err != nil {
@@ -351,15 +352,12 @@ func adminReason(err error) string {
 	return "error"
 }
 
-// sourceKey is the shard key of a desired source: its "namespace/name".
-func sourceKey(name string) string { return strings.TrimPrefix(name, "configmap:") }
-
 // sourceNamespace is the namespace of a Kubernetes desired source name.
 func sourceNamespace(name string, kubernetes bool) string {
 	if !kubernetes {
 		return ""
 	}
-	ns, _, ok := strings.Cut(sourceKey(name), "/")
+	ns, _, ok := strings.Cut(ref.SourceKey(name), "/")
 	if !ok {
 		return ""
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoyadmin"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/files"
@@ -88,8 +89,8 @@ func SourceOf(d config.Desired) files.Source {
 	return s
 }
 
-func readDesired(ds []config.Desired, opt Options, log *slog.Logger) []files.Observation {
-	out := make([]files.Observation, len(ds))
+func readDesired(ds []config.Desired, opt Options, log *slog.Logger) []desired.Observation {
+	out := make([]desired.Observation, len(ds))
 	forEach(len(ds), opt.Concurrency, func(i int) {
 		out[i] = files.Read(SourceOf(ds[i]), opt.Limits)
 		if err := out[i].Err; err != nil {

@@ -83,7 +83,7 @@ func TestGather(t *testing.T) {
 	// Desired: one observation per source, in config order, named after it.
 	var names []string
 	for _, o := range in.Desired {
-		names = append(names, o.Source.Name)
+		names = append(names, o.Ref.String())
 	}
 	if diff := cmp.Diff([]string{"front", "merged", "explicit", "missing"}, names); diff != "" {
 		t.Errorf("desired observations: -want +got:\n%s", diff)

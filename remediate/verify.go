@@ -42,7 +42,8 @@ func CheckConverged(in audit.Inputs, rep audit.Report, envoys []string) (string,
 	for _, o := range in.Desired {
 		for _, it := range o.Items {
 			if len(it.Chain) > 0 {
-				desired[o.Source.Name] = append(desired[o.Source.Name], pki.Fingerprint(it.Chain[0]))
+				name := o.Ref.String()
+				desired[name] = append(desired[name], pki.Fingerprint(it.Chain[0]))
 			}
 		}
 	}

@@ -6,8 +6,9 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestCheckConverged(t *testing.T) {
 	ca := certs.NewCA(t)
 	want, old := ca.Leaf(t, certs.WithDNSNames("web.example.com")), ca.Leaf(t, certs.WithDNSNames("web.example.com"))
-	desired := []files.Observation{{Source: files.Source{Name: "ns/web-tls"}, Items: []files.Item{{Chain: want.Chain()}}}}
+	desired := []desired.Observation{{Ref: ref.Source{Kind: ref.Secret, Namespace: "ns", Name: "web-tls"}, Items: []desired.Item{{Chain: want.Chain()}}}}
 	view := func(leaf *certs.Leaf) audit.EnvoyView {
 		r := tlsprobe.Result{Target: tlsprobe.Target{Address: "10.0.0.9:8443"}}
 		if leaf != nil {

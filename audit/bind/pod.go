@@ -5,8 +5,8 @@ import (
 	"strings"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/ref"
 )
@@ -50,18 +50,19 @@ func Pod(t kube.EnvoyTarget, admin *envoystate.Snapshot, keys SourceKeys, lookup
 
 // Lookup answers whether the desired view holds a Secret and whether it carries a CA
 // bundle, for resolving SDS names (Istio's -cacert rule needs the latter).
-func Lookup(obs []files.Observation) SecretLookup {
+func Lookup(obs []desired.Observation) SecretLookup {
 	type info struct{ hasCA bool }
 	m := make(map[string]info, len(obs))
 	for _, o := range obs {
-		if src, ok := ref.ParseKube(o.Source.Name); ok && src.Kind == ref.ConfigMap {
+		if o.Ref.Kind == ref.ConfigMap {
 			continue
 		}
-		i := m[o.Source.Name]
+		name := o.Ref.String()
+		i := m[name]
 		for _, it := range o.Items {
 			i.hasCA = i.hasCA || len(it.CA) > 0
 		}
-		m[o.Source.Name] = i
+		m[name] = i
 	}
 	return func(source string) (bool, bool) {
 		i, ok := m[source]
@@ -70,16 +71,17 @@ func Lookup(obs []files.Observation) SecretLookup {
 }
 
 // DesiredNames are the exact DNS names of each desired source's certificates, by source name.
-func DesiredNames(obs []files.Observation) map[string][]string {
+func DesiredNames(obs []desired.Observation) map[string][]string {
 	out := map[string][]string{}
 	for _, o := range obs {
+		name := o.Ref.String()
 		for _, it := range o.Items {
 			if len(it.Chain) == 0 {
 				continue
 			}
 			for _, n := range it.Chain[0].DNSNames {
 				if !strings.HasPrefix(n, "*") {
-					out[o.Source.Name] = append(out[o.Source.Name], n)
+					out[name] = append(out[name], n)
 				}
 			}
 		}

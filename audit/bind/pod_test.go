@@ -8,14 +8,15 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/desired"
+	"github.com/certdrift/certdrift/ref"
 )
 
 func TestFillSNIs(t *testing.T) {
-	names := DesiredNames([]files.Observation{
-		{Source: files.Source{Name: "a/web"}, Items: []files.Item{{Chain: []*x509.Certificate{{DNSNames: []string{"web.example", "*.web.example", "alt.example"}}}}}},
-		{Source: files.Source{Name: "a/other"}, Items: []files.Item{{Chain: []*x509.Certificate{{DNSNames: []string{"other.example"}}}}}},
-		{Source: files.Source{Name: "a/broken"}, Items: []files.Item{{}}},
+	names := DesiredNames([]desired.Observation{
+		{Ref: ref.Source{Kind: ref.Secret, Namespace: "a", Name: "web"}, Items: []desired.Item{{Chain: []*x509.Certificate{{DNSNames: []string{"web.example", "*.web.example", "alt.example"}}}}}},
+		{Ref: ref.Source{Kind: ref.Secret, Namespace: "a", Name: "other"}, Items: []desired.Item{{Chain: []*x509.Certificate{{DNSNames: []string{"other.example"}}}}}},
+		{Ref: ref.Source{Kind: ref.Secret, Namespace: "a", Name: "broken"}, Items: []desired.Item{{}}},
 	})
 	tests := map[string]struct {
 		reason   string
@@ -60,10 +61,10 @@ func TestFillSNIs(t *testing.T) {
 // TestSecretLookup covers the index of the desired view that SDS names resolve against.
 func TestSecretLookup(t *testing.T) {
 	ca := &x509.Certificate{}
-	obs := []files.Observation{
-		{Source: files.Source{Name: "gw/with-ca"}, Items: []files.Item{{CA: []*x509.Certificate{ca}}}},
-		{Source: files.Source{Name: "gw/no-ca"}, Items: []files.Item{{}}},
-		{Source: files.Source{Name: "configmap:gw/bundle"}, Items: []files.Item{{CA: []*x509.Certificate{ca}}}},
+	obs := []desired.Observation{
+		{Ref: ref.Source{Kind: ref.Secret, Namespace: "gw", Name: "with-ca"}, Items: []desired.Item{{CA: []*x509.Certificate{ca}}}},
+		{Ref: ref.Source{Kind: ref.Secret, Namespace: "gw", Name: "no-ca"}, Items: []desired.Item{{}}},
+		{Ref: ref.Source{Kind: ref.ConfigMap, Namespace: "gw", Name: "bundle"}, Items: []desired.Item{{CA: []*x509.Certificate{ca}}}},
 	}
 	lookup := Lookup(obs)
 	cases := map[string]struct{ exists, hasCA bool }{

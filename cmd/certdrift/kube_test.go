@@ -14,8 +14,9 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -80,10 +81,10 @@ func TestKubeAuditStaysInNamespace(t *testing.T) {
 	var in audit.Inputs
 	for _, ns := range []string{"a", "b"} {
 		c := leaves[ns].Cert
-		in.Desired = append(in.Desired, files.Observation{
-			Source:    files.Source{Name: ns + "/web-tls"},
+		in.Desired = append(in.Desired, desired.Observation{
+			Ref:       ref.Source{Kind: ref.Secret, Namespace: ns, Name: "web-tls"},
 			ChangedAt: now.Add(-time.Hour),
-			Items:     []files.Item{{CertPath: ns + "/web-tls/tls.crt", Chain: []*x509.Certificate{c}}},
+			Items:     []desired.Item{{CertPath: ns + "/web-tls/tls.crt", Chain: []*x509.Certificate{c}}},
 		})
 		e := config.Envoy{Name: ns + "/envoy-0", Bindings: []config.Binding{{Source: ns + "/web-tls", File: "/certs/tls.crt"}}}
 		in.Envoys = append(in.Envoys, audit.EnvoyView{Config: e, Pod: &audit.PodContext{Namespace: ns, Pod: "envoy-0"}, Admin: &envoystate.Snapshot{

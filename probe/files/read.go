@@ -12,6 +12,8 @@ import (
 
 	"github.com/certdrift/certdrift/internal/boundedfile"
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
+	"github.com/certdrift/certdrift/ref"
 )
 
 // Defaults for Source and MergedPattern fields left empty.
@@ -35,10 +37,10 @@ const maxAttempts = 5
 var ErrUnsettled = errors.New("..data kept changing while reading")
 
 // Read observes src once. Problems reading the source as a whole (a missing directory, a dangling
-// ..data, a bad configuration) are in Observation.Err; problems with one file are in that item's
+// ..data, a bad configuration) are in the observation's Err; problems with one file are in that item's
 // ChainErr, KeyErr or CAErr. It never panics and never puts key bytes into an error.
-func Read(src Source, lim pki.Limits) Observation {
-	var obs Observation
+func Read(src Source, lim pki.Limits) desired.Observation {
+	var obs desired.Observation
 	for attempt := 1; ; attempt++ {
 		r := &reader{lim: lim, max: lim.MaxBytes, views: map[string]*view{}}
 		if r.max <= 0 {
@@ -51,11 +53,14 @@ func Read(src Source, lim pki.Limits) Observation {
 		// A file of the version we resolved may have been deleted under us; what we read is
 		// consistent but may be incomplete, so read again from the new version.
 		if attempt == maxAttempts {
-			obs = Observation{Err: fmt.Errorf("source %s: %w (%d attempts)", describe(src), ErrUnsettled, attempt)}
+			obs = desired.Observation{Err: fmt.Errorf("source %s: %w (%d attempts)", describe(src), ErrUnsettled, attempt)}
 			break
 		}
 	}
-	obs.Source = src
+	// A local source is named as the configuration names it; Dir and CertFile say where it was
+	// looked for (findings about a missing source name the place).
+	obs.Ref = ref.Source{Kind: ref.File, Name: src.Name}
+	obs.Dir, obs.CertFile = src.Dir, src.CertFile
 	return obs
 }
 
@@ -87,23 +92,23 @@ func (r *reader) moved() bool {
 	return false
 }
 
-func (r *reader) read(src Source) Observation {
+func (r *reader) read(src Source) desired.Observation {
 	if src.Dir == "" {
 		return r.readExplicit(src)
 	}
 	v, err := resolve(src.Dir)
 	if err != nil {
-		return Observation{Err: err}
+		return desired.Observation{Err: err}
 	}
 	r.views[src.Dir] = v
-	obs := Observation{DataDir: v.dataDir}
+	obs := desired.Observation{DataDir: v.dataDir}
 	if src.Merged != nil {
 		obs.Items, obs.Err = r.readMerged(v, src)
 	} else {
 		cert := r.inDir(v, or(src.CertKey, DefaultCertKey), false)
 		key := r.inDir(v, or(src.KeyKey, DefaultKeyKey), true)
 		ca := r.inDir(v, or(src.CAKey, DefaultCAKey), true)
-		obs.Items = []Item{r.item("", cert, key, ca)}
+		obs.Items = []desired.Item{r.item("", cert, key, ca)}
 	}
 	obs.ChangedAt = v.changed
 	if v.dataDir == "" {
@@ -115,28 +120,28 @@ func (r *reader) read(src Source) Observation {
 // readExplicit reads configured file paths. A path that is a kubelet visible symlink is read
 // through its directory's resolved ..data, so a cert and key in one volume still come from one
 // version.
-func (r *reader) readExplicit(src Source) Observation {
+func (r *reader) readExplicit(src Source) desired.Observation {
 	if src.CertFile == "" && src.CAFile == "" {
-		return Observation{Err: errors.New("source has neither a directory, a certificate file nor a CA file")}
+		return desired.Observation{Err: errors.New("source has neither a directory, a certificate file nor a CA file")}
 	}
 	var cert, key, ca fileRef
 	var err error
 	if src.CertFile != "" {
 		if cert, err = r.explicit(src.CertFile); err != nil {
-			return Observation{Err: err}
+			return desired.Observation{Err: err}
 		}
 	}
 	if src.KeyFile != "" {
 		if key, err = r.explicit(src.KeyFile); err != nil {
-			return Observation{Err: err}
+			return desired.Observation{Err: err}
 		}
 	}
 	if src.CAFile != "" {
 		if ca, err = r.explicit(src.CAFile); err != nil {
-			return Observation{Err: err}
+			return desired.Observation{Err: err}
 		}
 	}
-	obs := Observation{Items: []Item{r.item("", cert, key, ca)}, ChangedAt: r.newest}
+	obs := desired.Observation{Items: []desired.Item{r.item("", cert, key, ca)}, ChangedAt: r.newest}
 	if v := r.views[filepath.Dir(or(src.CertFile, src.CAFile))]; v != nil && v.dataDir != "" {
 		obs.DataDir, obs.ChangedAt = v.dataDir, v.changed
 	}
@@ -163,7 +168,7 @@ func (r *reader) explicit(path string) (fileRef, error) {
 
 // readMerged lists the resolved directory once and pairs every <name><CertSuffix> with its
 // <name><KeySuffix>. The CA file, if any, is shared by all items and is not an item itself.
-func (r *reader) readMerged(v *view, src Source) ([]Item, error) {
+func (r *reader) readMerged(v *view, src Source) ([]desired.Item, error) {
 	cs, ks := or(src.Merged.CertSuffix, DefaultCertSuffix), or(src.Merged.KeySuffix, DefaultKeySuffix)
 	if cs == ks {
 		return nil, fmt.Errorf("source %s: merged certificate and key suffix are both %q", src.Dir, cs)
@@ -194,7 +199,7 @@ func (r *reader) readMerged(v *view, src Source) ([]Item, error) {
 	}
 	ca := r.inDir(v, caName, true)
 	caData := r.load(ca)
-	var items []Item
+	var items []desired.Item
 	for _, n := range names { // ReadDir sorts by name, so items are in a stable order
 		it := r.item(n, r.inDir(v, n+cs, false), r.inDir(v, n+ks, true), fileRef{})
 		it.CAPath = ca.shown
@@ -240,8 +245,8 @@ func (r *reader) load(f fileRef) loaded {
 	return loaded{data: data}
 }
 
-func (r *reader) item(name string, cert, key, ca fileRef) Item {
-	it := Item{Name: name, CertPath: cert.shown, KeyPath: key.shown, CAPath: ca.shown}
+func (r *reader) item(name string, cert, key, ca fileRef) desired.Item {
+	it := desired.Item{Name: name, CertPath: cert.shown, KeyPath: key.shown, CAPath: ca.shown}
 
 	c := r.load(cert)
 	if c.err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/atomicdir"
 	"github.com/certdrift/certdrift/test/certs"
 )
@@ -35,7 +37,7 @@ func newPKI(t *testing.T) pkiSet {
 	}
 }
 
-// summary is an Item reduced to what a case asserts: identities instead of parsed structures,
+// summary is a desired.Item reduced to what a case asserts: identities instead of parsed structures,
 // and error kinds instead of error text.
 type summary struct {
 	Name                      string
@@ -69,7 +71,7 @@ func kind(err error) string {
 	}
 }
 
-func summarize(it Item) summary {
+func summarize(it desired.Item) summary {
 	s := summary{
 		Name: it.Name, CertPath: it.CertPath, KeyPath: it.KeyPath, CAPath: it.CAPath,
 		ChainLen: len(it.Chain), CALen: len(it.CA), HasKey: it.Key != nil,
@@ -372,11 +374,18 @@ func TestRead(t *testing.T) {
 			}
 			tc.setup(t, dir)
 			src := tc.src(dir)
+			src.Name = tc.name
 
 			obs := Read(src, pki.Limits{MaxBytes: 1 << 20})
 
-			if d := cmp.Diff(src, obs.Source); d != "" {
-				t.Errorf("%s: Source not echoed (-want +got):\n%s", tc.reason, d)
+			// The observation names the source as configured, with where it was looked for.
+			type identity struct {
+				Ref           ref.Source
+				Dir, CertFile string
+			}
+			want := identity{ref.Source{Kind: ref.File, Name: tc.name}, src.Dir, src.CertFile}
+			if d := cmp.Diff(want, identity{obs.Ref, obs.Dir, obs.CertFile}); d != "" {
+				t.Errorf("%s: source identity (-want +got):\n%s", tc.reason, d)
 			}
 			if got := kind(obs.Err); got != tc.wantErr {
 				t.Fatalf("%s: Err = %v (kind %q), want kind %q", tc.reason, obs.Err, got, tc.wantErr)
@@ -410,7 +419,7 @@ func TestRead(t *testing.T) {
 
 // checkErrorText asserts that every item error names its configured file and quotes no key
 // material.
-func checkErrorText(t *testing.T, it Item, secret []byte) {
+func checkErrorText(t *testing.T, it desired.Item, secret []byte) {
 	t.Helper()
 	for _, e := range []struct {
 		err  error

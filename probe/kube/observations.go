@@ -6,21 +6,21 @@ import (
 	"path"
 
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/files"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/ref"
 )
 
-// Observations converts the snapshot into files.Observation values, one per Secret and one per
+// Observations converts the snapshot into desired.Observation values, one per Secret and one per
 // ConfigMap. Paths are "namespace/name/key" (never a real file path, so they cannot be mistaken
 // for the paths Envoy reports). Certificates are rebuilt from their DER; no private key is
 // involved (Item.Key carries only the public half).
-func (s *Snapshot) Observations() []files.Observation {
-	out := make([]files.Observation, 0, len(s.Secrets)+len(s.ConfigMaps))
+func (s *Snapshot) Observations() []desired.Observation {
+	out := make([]desired.Observation, 0, len(s.Secrets)+len(s.ConfigMaps))
 	bundles := map[*Bundle]bundleX509{}
 	for i := range s.Secrets {
 		sec := s.Secrets[i]
-		o := files.Observation{
-			Source:    files.Source{Name: ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name}.String()},
+		o := desired.Observation{
+			Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
 			ChangedAt: sec.ChangedAt,
 			Err:       sec.Err,
 		}
@@ -31,13 +31,13 @@ func (s *Snapshot) Observations() []files.Observation {
 	}
 	for i := range s.ConfigMaps {
 		cm := &s.ConfigMaps[i]
-		o := files.Observation{
-			Source:    files.Source{Name: ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name}.String()},
+		o := desired.Observation{
+			Ref:       ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name},
 			ChangedAt: cm.ChangedAt,
 			Err:       cm.Err,
 		}
 		for _, kb := range cm.Bundles {
-			it := files.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
+			it := desired.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
 			if kb.Bundle != nil {
 				bx := toX509(kb.Bundle, bundles)
 				it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
@@ -54,14 +54,14 @@ type bundleX509 struct {
 	err   error
 }
 
-func item(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle]bundleX509) files.Item {
+func item(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle]bundleX509) desired.Item {
 	p := func(key string) string {
 		if key == "" {
 			return ""
 		}
 		return path.Join(sec.Namespace, sec.Name, key)
 	}
-	fi := files.Item{Name: it.Name, CertPath: p(it.CertKey), KeyPath: p(it.KeyKey), CAPath: p(it.CAKey),
+	fi := desired.Item{Name: it.Name, CertPath: p(it.CertKey), KeyPath: p(it.KeyKey), CAPath: p(it.CAKey),
 		ChainErr: it.ChainErr, KeyErr: it.KeyErr, CAErr: it.CAErr}
 	if len(it.Chain) > 0 {
 		chain, err := parseDER(it.Chain)

@@ -17,6 +17,6 @@
 //   - objects travel as protobuf.
 //
 // The summaries are probe/kube's plain types; Inventory.Observations converts them into
-// files.Observation, the desired view the audit judges. Fetch reads by name the Secrets and
+// desired.Observation, the desired view the audit judges. Fetch reads by name the Secrets and
 // ConfigMaps pods mount or name that the informers do not watch.
 package inventory

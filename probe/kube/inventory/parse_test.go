@@ -10,6 +10,7 @@ import (
 
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/kube"
+	"github.com/certdrift/certdrift/ref"
 	"github.com/certdrift/certdrift/test/certs"
 )
 
@@ -292,8 +293,8 @@ func TestCAOnlyObservation(t *testing.T) {
 		t.Fatalf("observations %+v, want one with one item", obs)
 	}
 	o, it := obs[0], obs[0].Items[0]
-	if o.Source.Name != "ns/web-ca" || o.Err != nil {
-		t.Errorf("source %q err %v, want ns/web-ca and no error", o.Source.Name, o.Err)
+	if o.Ref != (ref.Source{Kind: ref.Secret, Namespace: "ns", Name: "web-ca"}) || o.Err != nil {
+		t.Errorf("source %q err %v, want ns/web-ca and no error", o.Ref, o.Err)
 	}
 	if len(it.Chain) != 0 || it.ChainErr != nil || it.CertPath != "" {
 		t.Errorf("item has chain %d, chain error %v, cert path %q; want none", len(it.Chain), it.ChainErr, it.CertPath)
