@@ -286,7 +286,7 @@ func TestRun(t *testing.T) {
 		},
 		"NotInferredFromASibling": {
 			reason: "two Secrets issued for the same names (Envoy Gateway's certgen: envoy and envoy-rate-limit); the Envoy holds the first one's current leaf, which is no old copy of the second",
-			in: Inputs{Desired: []files.Observation{desired("envoy", f.cur, rotated), desired("envoy-rate-limit", f.old, rotated)},
+			in: Inputs{Desired: []desired.Observation{desiredObs("envoy", f.cur, rotated), desiredObs("envoy-rate-limit", f.old, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile("/somewhere/else.pem", f.cur.Cert), nil)}},
 			want: got{States: []string{"envoy=converged"}},
 		},
