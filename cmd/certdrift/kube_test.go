@@ -69,8 +69,11 @@ current-context: x
 }
 
 // TestKubeAuditStaysInNamespace: the same host name served in two namespaces from two Secrets.
-// Each pod holds its own namespace's current certificate, so nothing is stale; without the pod
-// context, the audit's name-based inference pairs each pod with the other namespace's Secret.
+// Each pod holds its own namespace's current certificate, so nothing is stale. Once b's pod holds
+// a certificate no Secret has now, the audit's name-based inference would, without the pod
+// context, also pair it with a's Secret (the control below); with it, b's pod is judged against
+// b's Secret alone. (A pod holding some Secret's current certificate is never inferred to hold an
+// old copy of another: audit's NotInferredFromASibling.)
 func TestKubeAuditStaysInNamespace(t *testing.T) {
 	now := time.Now()
 	ca := certs.NewCA(t)
@@ -96,19 +99,6 @@ func TestKubeAuditStaysInNamespace(t *testing.T) {
 		}})
 	}
 	policy := config.DefaultPolicy
-	noPod := slices.Clone(in.Envoys)
-	for i := range noPod {
-		noPod[i].Pod = nil
-	}
-	cross := 0
-	for _, b := range audit.Run(audit.Inputs{Desired: in.Desired, Envoys: noPod}, policy, now).Bindings {
-		if ns, _, _ := strings.Cut(b.Envoy, "/"); !strings.HasPrefix(b.Source, ns+"/") {
-			cross++
-		}
-	}
-	if cross == 0 {
-		t.Errorf("without pod context no binding crossed namespaces: the case no longer shows what scoping prevents")
-	}
 	r := audit.Run(in, policy, now)
 	for _, f := range r.Findings {
 		t.Errorf("unexpected finding %s on %q (source %q): %s", f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
@@ -129,7 +119,27 @@ func TestKubeAuditStaysInNamespace(t *testing.T) {
 
 	// A stale pod in one namespace is still found.
 	in.Envoys[1].Admin.Contexts[0].Chain[0].Serial = big.NewInt(42)
+	// The control: without the pod context, name-based inference pairs b's stale certificate with
+	// a's Secret too, so the check above and below show what the pod context prevents.
+	noPod := slices.Clone(in.Envoys)
+	for i := range noPod {
+		noPod[i].Pod = nil
+	}
+	cross := 0
+	for _, b := range audit.Run(audit.Inputs{Desired: in.Desired, Envoys: noPod}, policy, now).Bindings {
+		if ns, _, _ := strings.Cut(b.Envoy, "/"); !strings.HasPrefix(b.Source, ns+"/") {
+			cross++
+		}
+	}
+	if cross == 0 {
+		t.Errorf("without pod context no binding crossed namespaces: the case no longer shows what scoping prevents")
+	}
 	r = audit.Run(in, policy, now)
+	for _, b := range r.Bindings {
+		if ns, _, _ := strings.Cut(b.Envoy, "/"); !strings.HasPrefix(b.Source, ns+"/") {
+			t.Errorf("with b stale, envoy %s bound to %s of another namespace (origin %s)", b.Envoy, b.Source, b.Origin)
+		}
+	}
 	var codes []string
 	for _, f := range r.Findings {
 		codes = append(codes, string(f.Code)+" "+f.Subject.Envoy+" "+f.Subject.Source)
