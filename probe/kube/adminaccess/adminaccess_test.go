@@ -81,22 +81,7 @@ func startDiscovery(t *testing.T, cfg *rest.Config, opts discovery.Options) *dis
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := d.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("discovery did not stop within 10s of cancel")
-		}
-	})
+	kubetest.RunUntilCleanup(t, "discovery", d.Run)
 	return d
 }
 

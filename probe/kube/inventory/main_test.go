@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/certdrift/certdrift/probe/kube/internal/kubetest"
 	"github.com/certdrift/certdrift/test/testbed"
 )
 
@@ -51,22 +52,7 @@ func startInventory(t testing.TB, cfg *rest.Config, opts Options) *Inventory {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := inv.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("inventory did not stop within 10s of cancel")
-		}
-	})
+	kubetest.RunUntilCleanup(t, "inventory", inv.Run)
 	return inv
 }
 

@@ -305,3 +305,25 @@ func Poll(t *testing.T, what string, within time.Duration, check func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// RunUntilCleanup runs an informer-backed component (an inventory or a discovery) until the test
+// ends: its Run must stop within 10 s of the cancel, and an error from it fails the test.
+func RunUntilCleanup(t testing.TB, what string, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := run(ctx); err != nil {
+			t.Errorf("%s Run: %v", what, err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s did not stop within 10s of cancel", what)
+		}
+	})
+}
