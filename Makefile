@@ -20,7 +20,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 help:
 	@echo "certdrift make targets (docs/development.md has more):"
-	@echo "  make demo           the quick one (about a minute, Linux, needs Go and pip): two real Envoys, one rotation, certdrift audit before and after"
+	@echo "  make demo           the quick one (about 30 s once built; Linux, needs Go and pip): two real Envoys, one rotation, certdrift audit before and after"
 	@echo "  make build          build bin/certdrift"
 	@echo "  make test           everything CI runs: make vet, the whole suite with Envoy $(ENVOY_VERSION), the race pass, the Envoy tests with $(ENVOY_EXTRA_VERSIONS);"
 	@echo "                      about 25 minutes with the tool caches built; a fresh machine first builds kube and Envoy Gateway (about an hour)"
