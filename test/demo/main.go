@@ -45,7 +45,8 @@ func run(r *standalone.Runner, out io.Writer, bin string) {
 	v1 := ca.Leaf(r, certs.WithCommonName(host+" (v1)"), certs.WithDNSNames(host), certs.WithFreshKey())
 	v2 := ca.Leaf(r, certs.WithCommonName(host+" (v2)"), certs.WithDNSNames(host), certs.WithFreshKey())
 
-	secret := filepath.Join(r.TempDir(), "secret-volume")
+	// Everything at the top of the run's directory: the paths certdrift prints stay short.
+	secret := filepath.Join(r.Dir(), "secret")
 	project := func(l *certs.Leaf) {
 		if err := atomicdir.Write(secret, map[string][]byte{"tls.crt": l.CertPEM, "tls.key": l.KeyPEM, "ca.crt": ca.CertPEM}); err != nil {
 			r.Fatalf("project the Secret: %v", err)
@@ -53,7 +54,7 @@ func run(r *standalone.Runner, out io.Writer, bin string) {
 	}
 	project(v1)
 
-	sdsFile := filepath.Join(r.TempDir(), "sds.json")
+	sdsFile := filepath.Join(r.Dir(), "sds.json")
 	if err := envoytest.WriteSDSFile(sdsFile, envoytest.TLSSecret("web_cert",
 		filepath.Join(secret, "tls.crt"), filepath.Join(secret, "tls.key"), secret)); err != nil {
 		r.Fatalf("%v", err)
@@ -64,7 +65,7 @@ func run(r *standalone.Runner, out io.Writer, bin string) {
 	fmt.Fprintf(out, "   edge-sds     Envoy %s, file-based SDS watching the volume   admin %s\n", sds.Version(), sds.AdminURL)
 	fmt.Fprintf(out, "   edge-static  Envoy %s, static tls_certificates             admin %s\n", static.Version(), static.AdminURL)
 
-	cfg := filepath.Join(r.TempDir(), "certdrift.yaml")
+	cfg := filepath.Join(r.Dir(), "certdrift.yaml")
 	body := fmt.Sprintf(`desired:
   - name: web
     dir: %s
