@@ -168,16 +168,23 @@ func checkMountLayouts(ctx context.Context, t *testing.T, beds []*testbed.Testbe
 		if mode != testbed.PathsMountNS {
 			continue
 		}
+		// The audit keeps one binding per pod and source; whichever file it names must be one
+		// of the two web-tls paths, bound by path (the ..data one only binds by path through
+		// the kubelet layout).
 		for _, p := range ps {
-			files := map[string]string{}
+			n := 0
 			for _, b := range r.Bindings {
-				if b.Envoy == ns+"/"+p.Name && b.Source == ns+"/web-tls" && b.File != "" {
-					files[b.File] = b.Origin + " " + b.State
+				if b.Envoy != ns+"/"+p.Name || b.Source != ns+"/web-tls" {
+					continue
 				}
+				n++
+				if (b.File != "/certs/tls.crt" && b.File != "/etc/envoy/tls/..data/tls.crt") || b.Origin != "path" || b.State != "converged" {
+					t.Errorf("%s pod %s: web-tls binding file %q origin %s state %s, want /certs/tls.crt or /etc/envoy/tls/..data/tls.crt, by path, converged", mode, p.Name, b.File, b.Origin, b.State)
+				}
+				t.Logf("OBSERVED: %s pod %s: web-tls bound to %s (%s, %s)", mode, p.Name, b.File, b.Origin, b.State)
 			}
-			wantFiles := map[string]string{"/certs/tls.crt": "path converged", "/etc/envoy/tls/..data/tls.crt": "path converged"}
-			if diff := cmp.Diff(wantFiles, files); diff != "" {
-				t.Errorf("%s pod %s: web-tls bindings by file (-want +got):\n%s", mode, p.Name, diff)
+			if n == 0 {
+				t.Errorf("%s pod %s: web-tls not bound", mode, p.Name)
 			}
 		}
 	}

@@ -21,15 +21,16 @@ import (
 
 // How an Envoy container sees its pod without a container runtime.
 //
-// Paths: there is no mount namespace; instead every volumeMount's mountPath is rewritten to the
-// directory that holds the volume on the node (<pod dir>/volumes/<name>, or the subPath copy),
-// in Envoy's arguments and in every config file Envoy reads: the bootstrap (-c, --config-yaml)
-// and the files named by path_config_source (file-based SDS, LDS, CDS). The rewritten copies
-// are rendered into the container directory. Rewriting was chosen over a private mount namespace
-// because it needs no privileges, works identically for every engineer and in CI, and leaves
-// the kubelet's atomic-writer layout visible to certdrift at a real path; the price is that a
-// path is recognised only as a whole string with a mountPath prefix (which is how Envoy config
-// names files).
+// Paths, in one of two modes (envoypaths.go). PathsMountNS, the default as root: each Envoy runs
+// in its own mount namespace with every volume bind-mounted at its mountPath (binds, below), so
+// Envoy's admin reports the container paths a real cluster shows, and certdrift's binding from
+// container paths to volume mounts is exercised for real. PathsRewrite, without root: every
+// volumeMount's mountPath is rewritten to the directory that holds the volume on the node
+// (<pod dir>/volumes/<name>, or the subPath copy), in Envoy's arguments and in every config file
+// Envoy reads: the bootstrap (-c, --config-yaml) and the files named by path_config_source
+// (file-based SDS, LDS, CDS); a path is recognised only as a whole string with a mountPath
+// prefix (which is how Envoy config names files). Either way the rewritten configs are rendered
+// into the container directory.
 //
 // The bootstrap is rendered at each container start, because Envoy reads it once: a ConfigMap
 // update reaches Envoy on the next restart, exactly as in a cluster. A rendered
