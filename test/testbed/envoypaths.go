@@ -3,6 +3,7 @@ package testbed
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 )
 
@@ -10,7 +11,7 @@ import (
 type PathMode string
 
 const (
-	// PathsAuto (the zero value) picks PathsMountNS when the test runs as root, else
+	// PathsAuto (the zero value) picks PathsMountNS when the test runs as root on Linux, else
 	// PathsRewrite; $CERTDRIFT_TESTBED_PATHS overrides it.
 	PathsAuto PathMode = ""
 	// PathsMountNS runs each Envoy in its own mount namespace with every volume bind-mounted at
@@ -34,7 +35,7 @@ func resolvePathMode(m PathMode) (PathMode, error) {
 		env := strings.TrimSpace(os.Getenv(PathModeEnv))
 		switch PathMode(env) {
 		case PathsAuto:
-			if os.Geteuid() == 0 {
+			if os.Geteuid() == 0 && runtime.GOOS == "linux" {
 				return PathsMountNS, nil
 			}
 			return PathsRewrite, nil
@@ -48,6 +49,9 @@ func resolvePathMode(m PathMode) (PathMode, error) {
 	case PathsRewrite:
 		return m, nil
 	case PathsMountNS:
+		if runtime.GOOS != "linux" {
+			return "", fmt.Errorf("Envoy path mode %q needs Linux mount namespaces; use %s=%s", m, PathModeEnv, PathsRewrite)
+		}
 		if os.Geteuid() != 0 {
 			return "", fmt.Errorf("Envoy path mode %q needs root (a mount namespace per Envoy, CAP_SYS_ADMIN); run as root or use %s=%s", m, PathModeEnv, PathsRewrite)
 		}
