@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"net"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -373,7 +374,7 @@ func (ms mountedSource) sibling(reported, suffix string) string {
 	if ms.caFile == "" || ms.subPath || ms.caRel == "" {
 		return ms.caFile
 	}
-	reported = path.Clean(reported)
+	reported = throughData(reported)
 	if reported == ms.file || reported == ms.dir || !strings.HasSuffix(reported, "/"+suffix) {
 		return ms.caFile
 	}
@@ -389,7 +390,7 @@ func (ms mountedSource) matches(uid, p, file, rel string) bool {
 	if file == "" {
 		return false
 	}
-	p = path.Clean(p)
+	p = throughData(p)
 	if p == file {
 		return true
 	}
@@ -397,13 +398,38 @@ func (ms mountedSource) matches(uid, p, file, rel string) bool {
 }
 
 func (ms mountedSource) isDir(uid, p string) bool {
-	p = path.Clean(p)
+	p = throughData(p)
 	if p == ms.dir {
 		return true
 	}
 	rel := cmp.Or(ms.rel, ms.caRel)
 	return !ms.subPath && uid != "" && rel != "" && strings.Contains(p, uid) && strings.HasSuffix(p, "/"+path.Dir(path.Join(ms.volume, rel)))
 }
+
+// throughData is a reported path with the kubelet's atomic-writer internals taken out: a config
+// may name a Secret volume's file through its "..data" symlink or the timestamped directory
+// "..data" points to (/certs/..data/tls.crt, /certs/..2026_11_26_02_41_36.123456789/tls.crt),
+// which is the same file as /certs/tls.crt.
+func throughData(p string) string {
+	p = path.Clean(p)
+	if !strings.Contains(p, "/..") {
+		return p
+	}
+	parts := strings.Split(p, "/")
+	out := parts[:0]
+	for _, e := range parts {
+		if e == "..data" || atomicWriterDirRE.MatchString(e) {
+			continue
+		}
+		out = append(out, e)
+	}
+	return path.Clean(strings.Join(out, "/"))
+}
+
+// atomicWriterDirRE matches the timestamped directory names of the kubelet's atomic writer
+// (pkg/volume/util/atomic_writer.go: os.MkdirTemp with "..2006_01_02_15_04_05." and a random
+// suffix).
+var atomicWriterDirRE = regexp.MustCompile(`^\.\.[0-9]{4}_[0-9]{2}_[0-9]{2}_[0-9]{2}_[0-9]{2}_[0-9]{2}\.[0-9]+$`)
 
 // ListenerEndpoints are the TLS endpoints of a pod read from its Envoy's listeners, for pods
 // that declare no certdrift.dev/probe-ports: one per TLS listener port, with the exact (not
@@ -518,6 +544,15 @@ func mountedSources(t kube.EnvoyTarget, keys SourceKeys) ([]mountedSource, []Mou
 	}
 	var out []mountedSource
 	var risks []MountRisk
+	// The mount paths of each container: a runtime mounts shallowest first, so a deeper mount
+	// hides whatever a shallower volume has at that path (a subPath file over a Secret's
+	// directory, a Secret mounted inside a ConfigMap's directory).
+	mountPaths := map[string][]string{}
+	for _, m := range t.Mounts {
+		if m.MountPath != "" {
+			mountPaths[m.Container] = append(mountPaths[m.Container], path.Clean(m.MountPath))
+		}
+	}
 	for _, m := range t.Mounts {
 		if t.EnvoyContainer != "" && m.Container != t.EnvoyContainer {
 			continue
@@ -598,6 +633,16 @@ func mountedSources(t kube.EnvoyTarget, keys SourceKeys) ([]mountedSource, []Mou
 				if ms.subPath {
 					ms.rel, ms.caRel = rel, caRel
 				}
+				if covered(mountPaths[m.Container], mountPath, ms.file) {
+					ms.file, ms.rel = "", ""
+				}
+				if covered(mountPaths[m.Container], mountPath, ms.caFile) {
+					ms.caFile, ms.caRel = "", ""
+				}
+				if ms.file == "" && ms.caFile == "" {
+					continue // another mount hides both files: the container never sees them
+				}
+				ms.dir = path.Dir(cmp.Or(ms.file, ms.caFile))
 				out = append(out, ms)
 			}
 			if risky {
@@ -606,6 +651,23 @@ func mountedSources(t kube.EnvoyTarget, keys SourceKeys) ([]mountedSource, []Mou
 		}
 	}
 	return out, risks
+}
+
+// covered says whether file, which the mount at own shows, is hidden by another of the
+// container's mounts: one deeper than own at file or at a directory above it.
+func covered(mountPaths []string, own, file string) bool {
+	if file == "" {
+		return false
+	}
+	for _, q := range mountPaths {
+		if q == own || !(own == "/" || strings.HasPrefix(q, own+"/")) {
+			continue
+		}
+		if file == q || strings.HasPrefix(file, q+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // sourceName is the desired source name of a volume source of a pod in namespace ns.

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/certdrift/certdrift/test/testbed"
 )
 
 // maxManifestSize bounds one manifest file: these are small, hand-written files.
@@ -80,7 +82,13 @@ func stripComments(doc []byte) []byte {
 // default ServiceAccount exists, because pods are refused before that.
 func applyObjects(ctx context.Context, t *testing.T, objs ...runtime.Object) {
 	t.Helper()
-	c := tb.Client
+	applyObjectsTo(ctx, t, tb, objs...)
+}
+
+// applyObjectsTo is applyObjects on another testbed than the package's.
+func applyObjectsTo(ctx context.Context, t *testing.T, bed *testbed.Testbed, objs ...runtime.Object) {
+	t.Helper()
+	c := bed.Client
 	for _, obj := range objs {
 		var err error
 		switch o := obj.(type) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/test/cdbin"
+	"github.com/certdrift/certdrift/test/testbed"
 )
 
 // The scenarios are also where certdrift's Kubernetes mode is proven: each test runs the built
@@ -34,6 +35,7 @@ type auditReport struct {
 		Source   string `json:"source"`
 		Item     string `json:"item"`
 		Secret   string `json:"secret"`
+		File     string `json:"file"`
 		Workload string `json:"workload"`
 		Origin   string `json:"origin"`
 		State    string `json:"state"`
@@ -74,6 +76,7 @@ type auditFinding struct {
 		Workload string `json:"workload"`
 		Source   string `json:"source"`
 		SNI      string `json:"sni"`
+		File     string `json:"file"`
 	} `json:"subject"`
 	Evidence map[string]string `json:"evidence"`
 	Message  string            `json:"message"`
@@ -84,9 +87,15 @@ type auditFinding struct {
 // reach the output (the helpers that mint them check their own keys where it matters).
 func runAudit(t *testing.T, ns string, args ...string) (int, auditReport) {
 	t.Helper()
+	return runAuditOn(t, tb, ns, args...)
+}
+
+// runAuditOn is runAudit against another testbed than the package's.
+func runAuditOn(t *testing.T, bed *testbed.Testbed, ns string, args ...string) (int, auditReport) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	full := append([]string{"audit", "--kubeconfig", tb.KubeconfigPath, "--namespace", ns, "-o", "json"}, args...)
+	full := append([]string{"audit", "--kubeconfig", bed.KubeconfigPath, "--namespace", ns, "-o", "json"}, args...)
 	res, err := cdbin.Run(ctx, certdriftBinary(t), []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, full...)
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "start the testbed (build its binaries with scripts/build-kube.sh): %v\n", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "testbed started in %s\n", tb.StartDuration.Round(10*time.Millisecond))
+	fmt.Fprintf(os.Stderr, "testbed started in %s, Envoy paths: %s\n", tb.StartDuration.Round(10*time.Millisecond), tb.EnvoyPaths)
 	// certdrift's own namespace, as an install creates it: `audit --reload --yes` keeps its
 	// reload records there (its default --reload-lease-namespace) and acts on nothing without it.
 	if _, err := tb.Client.CoreV1().Namespaces().Create(context.Background(),

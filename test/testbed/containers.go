@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -62,6 +63,7 @@ type container struct {
 	certdrift bool
 	dir       string
 	env       map[string]string
+	volumes   map[string]corev1.Volume // the pod's, by name
 	log       *slog.Logger
 
 	stopCh   chan struct{}
@@ -84,7 +86,7 @@ type container struct {
 	lastProbe     time.Time
 	probeOK       int32
 	probeFail     int32
-	renderSources map[string]string // path_config_source original → rendered copy
+	renderSources map[string]renderedSource // path_config_source as configured → its copy
 }
 
 func newContainer(w *podWorker, pod *corev1.Pod, spec corev1.Container, init bool) *container {
@@ -101,6 +103,10 @@ func newContainer(w *podWorker, pod *corev1.Pod, spec corev1.Container, init boo
 		c.policy = corev1.RestartPolicyAlways
 	}
 	c.env = containerEnv(pod, w, spec)
+	c.volumes = map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		c.volumes[v.Name] = v
+	}
 	return c
 }
 
@@ -250,7 +256,7 @@ func (c *container) runOnce(attempt int) (exitCode int32, reason, message string
 			return 0, "", "", err
 		}
 		path, version = bin.Path, bin.Version
-		if argv, err = c.prepareEnvoy(); err != nil {
+		if argv, binds, err = c.prepareEnvoy(path); err != nil {
 			return 0, "", "", err
 		}
 	} else {
@@ -262,7 +268,7 @@ func (c *container) runOnce(attempt int) (exitCode int32, reason, message string
 			return 0, "", "", err
 		}
 		if sa != "" {
-			binds = append(binds, bindMount{source: sa, target: serviceAccountDir})
+			binds = append(binds, bindMount{source: sa, target: serviceAccountDir, readOnly: true})
 		}
 	}
 	console, err := os.OpenFile(filepath.Join(c.dir, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -292,6 +298,8 @@ func (c *container) runOnce(attempt int) (exitCode int32, reason, message string
 		exited = ch
 	}
 	c.version = version
+	// The pid file lets ReadContainerFile look through the process's own mount namespace.
+	_ = os.WriteFile(filepath.Join(c.dir, "pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
 	c.markRunning(attempt, fmt.Sprintf("testbed://%d", cmd.Process.Pid), version)
 	c.log.Info("container process started", "pid", cmd.Process.Pid, "binary", filepath.Base(path), "version", version)
 	var waitErr error
@@ -358,66 +366,106 @@ func (c *container) markTerminated(code int32, reason, msg string) {
 	}
 }
 
-// prepareEnvoy materialises subPath mounts, renders the bootstrap and the files it names, and
-// returns Envoy's arguments.
-func (c *container) prepareEnvoy() ([]string, error) {
-	mounts, err := c.mounts()
-	if err != nil {
-		return nil, err
+// prepareEnvoy prepares an Envoy start in the node's path mode and returns Envoy's arguments
+// and, in PathsMountNS, the binds of its mount namespace. In PathsRewrite it materialises
+// subPath mounts as copies and rewrites mount paths to node paths; in PathsMountNS paths stay
+// as the container sees them and only addresses (and Service names) are rewritten. Either way
+// the bootstrap is rendered into the container directory, and the files it names through
+// path_config_source get rendered copies when they need rewriting.
+func (c *container) prepareEnvoy(binary string) ([]string, []bindMount, error) {
+	mountNS := c.w.node.pathMode == PathsMountNS
+	var (
+		mounts mountTable // container path → node path: where the agent reads what Envoy names
+		paths  mountTable // the rewriting applied to what Envoy is given: none in a mount namespace
+		binds  []bindMount
+		err    error
+	)
+	if mountNS {
+		if binds, err = c.binds(binary); err != nil {
+			return nil, nil, err
+		}
+		for _, b := range binds {
+			mounts = append(mounts, mount{path: b.target, host: b.source})
+		}
+		mounts = newMountTable(mounts)
+	} else {
+		if mounts, err = c.mounts(); err != nil {
+			return nil, nil, err
+		}
+		paths = mounts
 	}
 	argv, err := envoyArgs(c.spec.Command, c.spec.Args)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range argv {
 		argv[i] = expandVars(argv[i], c.env)
 	}
-	parsed, err := parseEnvoyArgs(argv, mounts)
+	parsed, err := parseEnvoyArgs(argv, paths)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	net := c.podNet()
 	var out []string
 	var sources []string
 	if parsed.configPath != "" {
-		rendered, srcs, err := c.renderFile(parsed.configPath, "bootstrap", mounts, net)
+		read := parsed.configPath // in PathsRewrite already the node path
+		if mountNS {
+			read, _ = mounts.rewrite(read)
+		}
+		rendered, srcs, err := c.renderFile(read, "bootstrap", paths, net)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, "-c", rendered)
 		sources = append(sources, srcs...)
 	}
 	if parsed.configYAML != "" {
-		js, srcs, err := renderConfig([]byte(parsed.configYAML), mounts, net)
+		js, srcs, err := renderConfig([]byte(parsed.configYAML), paths, net)
 		if err != nil {
-			return nil, fmt.Errorf("--config-yaml: %w", err)
+			return nil, nil, fmt.Errorf("--config-yaml: %w", err)
 		}
 		out = append(out, "--config-yaml", string(js))
 		sources = append(sources, srcs...)
 	}
 	// Second level: files named by path_config_source get rewritten copies, and the rendered
-	// bootstrap points at those copies.
+	// bootstrap points at those copies. In a mount namespace a file that needs no rewriting (an
+	// SDS file names only container paths) is left for Envoy to read where the config says, so
+	// that its path and its watch are exactly a cluster's.
 	c.mu.Lock()
-	c.renderSources = map[string]string{}
+	c.renderSources = map[string]renderedSource{}
 	c.mu.Unlock()
 	for i, src := range sources {
 		if _, ok := c.renderSources[src]; ok {
 			continue
 		}
-		if !c.underVolumes(src) {
+		read := src
+		if mountNS {
+			read, _ = mounts.rewrite(src)
+		}
+		if !c.underVolumes(read) {
 			continue // a file outside the pod's volumes: Envoy reads it as is
 		}
+		if mountNS {
+			same, err := rendersUnchanged(read, net)
+			if err != nil {
+				return nil, nil, err
+			}
+			if same {
+				continue
+			}
+		}
 		dst := filepath.Join(c.dir, "rendered", fmt.Sprintf("source-%d%s", i, filepath.Ext(src)))
-		if err := c.renderSource(src, dst, mounts, net); err != nil {
-			return nil, err
+		if err := c.renderSource(read, dst, paths, net); err != nil {
+			return nil, nil, err
 		}
 		c.mu.Lock()
-		c.renderSources[src] = dst
+		c.renderSources[src] = renderedSource{read: read, dst: dst}
 		c.mu.Unlock()
 	}
 	if len(c.renderSources) > 0 && parsed.configPath != "" {
 		if err := c.pointAtRenderedSources(out[1]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// An inline bootstrap names the sources too (Envoy Gateway's proxies get theirs this way,
@@ -425,7 +473,7 @@ func (c *container) prepareEnvoy() ([]string, error) {
 	if i := slices.Index(out, "--config-yaml"); i >= 0 && len(c.renderSources) > 0 {
 		js, err := c.atRenderedSources([]byte(out[i+1]))
 		if err != nil {
-			return nil, fmt.Errorf("--config-yaml: %w", err)
+			return nil, nil, fmt.Errorf("--config-yaml: %w", err)
 		}
 		out[i+1] = string(js)
 	}
@@ -442,8 +490,12 @@ func (c *container) prepareEnvoy() ([]string, error) {
 		"--file-flush-interval-msec", "100",
 		"--admin-address-path", adminPath,
 	)
-	return out, nil
+	return out, binds, nil
 }
+
+// renderedSource is a path_config_source file as the agent reads it on the node and the
+// rendered copy Envoy is pointed at.
+type renderedSource struct{ read, dst string }
 
 func (c *container) underVolumes(p string) bool {
 	rel, err := filepath.Rel(c.w.dir, p)
@@ -516,8 +568,8 @@ func (c *container) pointAtRenderedSources(bootstrap string) error {
 func (c *container) atRenderedSources(data []byte) ([]byte, error) {
 	var copies mountTable
 	c.mu.Lock()
-	for src, dst := range c.renderSources {
-		copies = append(copies, mount{path: src, host: dst})
+	for src, r := range c.renderSources {
+		copies = append(copies, mount{path: src, host: r.dst})
 	}
 	c.mu.Unlock()
 	js, _, err := renderConfig(data, newMountTable(copies), c.podNet())
@@ -527,20 +579,20 @@ func (c *container) atRenderedSources(data []byte) ([]byte, error) {
 // volumesSynced refreshes the rendered path_config_source copies after a volume sync.
 func (c *container) volumesSynced() {
 	c.mu.Lock()
-	sources := make(map[string]string, len(c.renderSources))
-	for k, v := range c.renderSources {
-		sources[k] = v
-	}
+	sources := maps.Clone(c.renderSources)
 	c.mu.Unlock()
 	if len(sources) == 0 {
 		return
 	}
-	mounts, err := c.volumeMounts()
-	if err != nil {
-		return
+	var paths mountTable
+	if c.w.node.pathMode != PathsMountNS {
+		var err error
+		if paths, err = c.volumeMounts(); err != nil {
+			return
+		}
 	}
-	for src, dst := range sources {
-		if err := c.renderSource(src, dst, mounts, c.podNet()); err != nil {
+	for src, r := range sources {
+		if err := c.renderSource(r.read, r.dst, paths, c.podNet()); err != nil {
 			c.log.Warn("refresh rendered config source", "path", src, "err", err)
 		}
 	}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,15 +21,16 @@ import (
 
 // How an Envoy container sees its pod without a container runtime.
 //
-// Paths: there is no mount namespace; instead every volumeMount's mountPath is rewritten to the
-// directory that holds the volume on the node (<pod dir>/volumes/<name>, or the subPath copy),
-// in Envoy's arguments and in every config file Envoy reads: the bootstrap (-c, --config-yaml)
-// and the files named by path_config_source (file-based SDS, LDS, CDS). The rewritten copies
-// are rendered into the container directory. Rewriting was chosen over a private mount namespace
-// because it needs no privileges, works identically for every engineer and in CI, and leaves
-// the kubelet's atomic-writer layout visible to certdrift at a real path; the price is that a
-// path is recognised only as a whole string with a mountPath prefix (which is how Envoy config
-// names files).
+// Paths, in one of two modes (envoypaths.go). PathsMountNS, the default as root: each Envoy runs
+// in its own mount namespace with every volume bind-mounted at its mountPath (binds, below), so
+// Envoy's admin reports the container paths a real cluster shows, and certdrift's binding from
+// container paths to volume mounts is exercised for real. PathsRewrite, without root: every
+// volumeMount's mountPath is rewritten to the directory that holds the volume on the node
+// (<pod dir>/volumes/<name>, or the subPath copy), in Envoy's arguments and in every config file
+// Envoy reads: the bootstrap (-c, --config-yaml) and the files named by path_config_source
+// (file-based SDS, LDS, CDS); a path is recognised only as a whole string with a mountPath
+// prefix (which is how Envoy config names files). Either way the rewritten configs are rendered
+// into the container directory.
 //
 // The bootstrap is rendered at each container start, because Envoy reads it once: a ConfigMap
 // update reaches Envoy on the next restart, exactly as in a cluster. A rendered
@@ -79,9 +82,14 @@ type podNet struct {
 	// resolve maps a Service's cluster DNS name and port to the testbed's relay for it
 	// (services.go); nil leaves names alone.
 	resolve func(host string, port int) (netip.AddrPort, bool)
+	// identity rewrites nothing: the rendering of a config as it is, for comparison.
+	identity bool
 }
 
 func (n podNet) rewriteAddress(a string) string {
+	if n.identity {
+		return a
+	}
 	switch strings.ToLower(a) {
 	case "", "0.0.0.0", "::", "0:0:0:0:0:0:0:0", n.podIP.String():
 		return n.podIP.String()
@@ -288,4 +296,92 @@ func expandVars(s string, env map[string]string) string {
 		}
 		return m
 	})
+}
+
+// binds are the container's volume mounts as bind mounts for its mount namespace (PathsMountNS):
+// each volume's node directory at its mountPath, so the kubelet's atomic-writer layout (the
+// "..data" symlink and its swap) is what the container sees. A subPath mount binds the file or
+// directory at that path inside the volume as it resolves when the container starts, symlinks
+// followed, exactly as the kubelet does: it pins that version and never sees a later "..data"
+// swap (kubernetes/kubernetes#50345). Secret, ConfigMap, downwardAPI and projected volumes are
+// read-only whatever the mount says, as the kubelet has mounted them since 1.9.4
+// (CVE-2017-1002102); other volumes follow readOnly. A mountPath that would hide the agent's
+// own files from Envoy (its container directory, the Envoy binary) is refused, saying so.
+func (c *container) binds(binary string) ([]bindMount, error) {
+	var out []bindMount
+	for _, vm := range c.spec.VolumeMounts {
+		target := filepath.Clean(vm.MountPath)
+		if !filepath.IsAbs(target) || target == "/" {
+			return nil, fmt.Errorf("volumeMount %q (volume %q): mountPath must be an absolute path other than /", vm.MountPath, vm.Name)
+		}
+		for _, own := range []string{c.dir, binary} {
+			if own != "" && (own == target || strings.HasPrefix(own, target+"/")) {
+				return nil, fmt.Errorf("volumeMount %s (volume %q) would hide %s, which the node agent runs Envoy with; use another mountPath or %s=%s", vm.MountPath, vm.Name, own, PathModeEnv, PathsRewrite)
+			}
+		}
+		v, ok := c.volumes[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("volumeMount %s names volume %q, which the pod does not have", vm.MountPath, vm.Name)
+		}
+		source := c.w.volumeDir(vm.Name)
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expandVars(vm.SubPathExpr, c.env)
+		}
+		if sub != "" {
+			var err error
+			if source, err = resolveSubPath(source, sub); err != nil {
+				return nil, fmt.Errorf("volumeMount %s (volume %q): %w", vm.MountPath, vm.Name, err)
+			}
+		}
+		ro := vm.ReadOnly || v.Secret != nil || v.ConfigMap != nil || v.DownwardAPI != nil || v.Projected != nil
+		out = append(out, bindMount{source: source, target: target, readOnly: ro})
+	}
+	return out, nil
+}
+
+// resolveSubPath is the node path a subPath bind mounts: subPath inside the volume with its
+// symlinks resolved (the kubelet binds the resolved inode), which must stay inside the volume.
+// A subPath that does not exist is created as a directory, as the kubelet does.
+func resolveSubPath(volDir, subPath string) (string, error) {
+	if filepath.IsAbs(subPath) || slices.Contains(strings.Split(subPath, "/"), "..") {
+		return "", fmt.Errorf("subPath %q must be a relative path without '..'", subPath)
+	}
+	src := filepath.Join(volDir, subPath)
+	if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return "", fmt.Errorf("subPath %q: %w", subPath, err)
+		}
+	}
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return "", fmt.Errorf("subPath %q: %w", subPath, err)
+	}
+	root, err := filepath.EvalSymlinks(volDir)
+	if err != nil {
+		return "", fmt.Errorf("subPath %q: %w", subPath, err)
+	}
+	if real != root && !strings.HasPrefix(real, root+"/") {
+		return "", fmt.Errorf("subPath %q resolves to %s, outside its volume", subPath, real)
+	}
+	return real, nil
+}
+
+// rendersUnchanged says whether rendering the config file at path would change nothing but its
+// formatting (PathsMountNS: no address or Service name to rewrite), so Envoy can read the file
+// itself.
+func rendersUnchanged(path string, net podNet) (bool, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return false, fmt.Errorf("read config source: %w", err)
+	}
+	rendered, _, err := renderConfig(data, nil, net)
+	if err != nil {
+		return false, fmt.Errorf("config source %s: %w", path, err)
+	}
+	canonical, _, err := renderConfig(data, nil, podNet{identity: true})
+	if err != nil {
+		return false, fmt.Errorf("config source %s: %w", path, err)
+	}
+	return bytes.Equal(rendered, canonical), nil
 }

@@ -3,6 +3,8 @@ package testbed
 import (
 	"encoding/json"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -182,5 +184,40 @@ func TestIsEnvoyImage(t *testing.T) {
 		if got := isEnvoyImage(image); got != want {
 			t.Errorf("isEnvoyImage(%q) = %v, want %v", image, got, want)
 		}
+	}
+}
+
+// TestRendersUnchanged: in the mount-namespace mode a path_config_source file is left for Envoy
+// to read at its container path unless rendering it changes an address.
+func TestRendersUnchanged(t *testing.T) {
+	cases := map[string]struct {
+		reason, file string
+		want         bool
+	}{
+		"SDSFile": {reason: "an SDS file names only container paths", want: true,
+			file: "resources:\n- \"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret\n  name: server\n  tls_certificate:\n    certificate_chain: {filename: /certs/tls.crt}\n    private_key: {filename: /certs/tls.key}\n    watched_directory: {path: /certs}\n"},
+		"LDSFile": {reason: "a listener on 0.0.0.0 must bind the pod IP", want: false,
+			file: "resources:\n- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n  name: l\n  address: {socket_address: {address: 0.0.0.0, port_value: 8443}}\n"},
+		"ServiceName": {reason: "a Service's DNS name must reach its relay", want: false,
+			file: "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n  load_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: cp.ns.svc, port_value: 18000}}}}]}]}\n"},
+	}
+	net := testNet
+	net.resolve = func(host string, port int) (netip.AddrPort, bool) {
+		return netip.MustParseAddrPort("127.2.0.1:40000"), host == "cp.ns.svc"
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "source.yaml")
+			if err := os.WriteFile(p, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := rendersUnchanged(p, net)
+			if err != nil || got != tc.want {
+				t.Errorf("%s: rendersUnchanged = %v, %v; want %v", tc.reason, got, err, tc.want)
+			}
+		})
+	}
+	if _, err := rendersUnchanged(filepath.Join(t.TempDir(), "missing.yaml"), net); err == nil {
+		t.Error("a missing file: no error")
 	}
 }

@@ -304,7 +304,7 @@ func startEnvoyGatewayServer(bin, cfgPath, certs, dir, kubeconfig string, ns *ne
 	cmd.Env = envoyGatewayEnv(dir, kubeconfig)
 	cmd.Dir = dir
 	cmd.SysProcAttr = childAttrs()
-	exited, err := startInNamespaces(cmd, []bindMount{{source: certs, target: "/certs"}}, ns)
+	exited, err := startInNamespaces(cmd, []bindMount{{source: certs, target: "/certs", readOnly: true}}, ns)
 	if err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("start envoy-gateway server: %w", err)

@@ -59,6 +59,9 @@ type NodeOptions struct {
 	// that reaches it (the testbed's service relays, services.go). Default: names stay as they
 	// are.
 	ResolveService func(host string, port int) (netip.AddrPort, bool)
+	// PathMode is how Envoy containers see their volumes (envoypaths.go): PathsAuto (root:
+	// PathsMountNS, else PathsRewrite; $CERTDRIFT_TESTBED_PATHS overrides), or either mode.
+	PathMode PathMode
 }
 
 // Node is a running node agent: the testbed's kubelet. It registers a Node, heartbeats its
@@ -75,6 +78,7 @@ type Node struct {
 	// apiServer is the API server URL certdrift pods reach in-cluster; certdriftBinary runs them.
 	apiServer, certdriftBinary string
 	resolveService             func(host string, port int) (netip.AddrPort, bool)
+	pathMode                   PathMode
 	log                        *slog.Logger
 	subnet                     *subnetClaim
 	ctx                        context.Context
@@ -105,6 +109,10 @@ func StartNode(ctx context.Context, opts NodeOptions) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	mode, err := resolvePathMode(opts.PathMode)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", opts.Name, err)
+	}
 	client, err := kubernetes.NewForConfig(opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: build client: %w", opts.Name, err)
@@ -118,7 +126,7 @@ func StartNode(ctx context.Context, opts NodeOptions) (*Node, error) {
 		Name: opts.Name, HostIP: subnet.hostIP(), Dir: opts.Dir, KubeletPort: opts.KubeletPort,
 		client: client, syncDelay: opts.VolumeSyncDelay, log: log.With("node", opts.Name),
 		apiServer: opts.Config.Host, certdriftBinary: opts.CertdriftBinary, resolveService: opts.ResolveService,
-		subnet: subnet, ctx: runCtx, cancel: cancel, workers: map[types.UID]*podWorker{}, lastIP: 1,
+		pathMode: mode, subnet: subnet, ctx: runCtx, cancel: cancel, workers: map[types.UID]*podWorker{}, lastIP: 1,
 	}
 	if err := n.start(ctx, opts); err != nil {
 		n.Stop()
@@ -126,6 +134,9 @@ func StartNode(ctx context.Context, opts NodeOptions) (*Node, error) {
 	}
 	return n, nil
 }
+
+// PathMode is how this node's Envoy containers see their volumes: PathsMountNS or PathsRewrite.
+func (n *Node) PathMode() PathMode { return n.pathMode }
 
 func (n *Node) start(ctx context.Context, opts NodeOptions) error {
 	if err := os.MkdirAll(filepath.Join(n.Dir, "pods"), 0o755); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -77,6 +78,13 @@ func TestNodeAgent(t *testing.T) {
 				t.Errorf("pod %s serves serial %s, want the Secret's %s", p.Name, got, v1.Cert.SerialNumber)
 			}
 		}
+	})
+
+	t.Run("EnvoyPaths", func(t *testing.T) {
+		// Static tls_certificates show their file in /certs; file-based SDS (inlined by Envoy
+		// 1.40 in /certs) shows its watched directory in /config_dump.
+		checkEnvoyPaths(ctx, t, tb, ns, staticPods[0], "/certs", `"path": "/certs/tls.crt"`)
+		checkEnvoyPaths(ctx, t, tb, ns, sdsPods[0], "/config_dump", `"path": "/certs"`)
 	})
 
 	t.Run("AdminIsLocalhostOnly", func(t *testing.T) {
@@ -184,17 +192,13 @@ func TestNodeAgent(t *testing.T) {
 
 	t.Run("SubPathNeverUpdates", func(t *testing.T) {
 		for _, p := range sdsPods {
-			dir, err := tb.PodDir(ns, p.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			live, err := os.ReadFile(filepath.Join(dir, "volumes", "tls", "tls.crt"))
+			live, err := tb.ReadContainerFile(ns, p.Name, "envoy", "/certs/tls.crt")
 			if err != nil || !bytes.Equal(live, v2.CertPEM) {
-				t.Errorf("volume copy of tls.crt is not the rotated certificate (err %v)", err)
+				t.Errorf("%s: /certs/tls.crt as Envoy sees it is not the rotated certificate (err %v)", tb.EnvoyPaths, err)
 			}
-			pinned, err := os.ReadFile(filepath.Join(dir, "containers", "envoy", "subpaths", "2"))
+			pinned, err := tb.ReadContainerFile(ns, p.Name, "envoy", "/pinned/tls.crt")
 			if err != nil || !bytes.Equal(pinned, v1.CertPEM) {
-				t.Errorf("subPath copy of tls.crt changed after the rotation (err %v); a subPath mount never updates", err)
+				t.Errorf("%s: subPath mount /pinned/tls.crt changed after the rotation (err %v); a subPath mount never updates", tb.EnvoyPaths, err)
 			}
 		}
 	})
@@ -528,4 +532,43 @@ func (n *Node) nodeConfig(t *testing.T, tb *Testbed) *rest.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// checkEnvoyPaths checks the paths an Envoy admin endpoint reports in the testbed's path mode:
+// the container path (want) and nothing of the node's directories with the mount namespaces, the
+// node's volume directory with rewriting. With the mount namespaces it also checks the volume as the container sees it: the
+// kubelet's "..data" layout intact, and read-only.
+func checkEnvoyPaths(ctx context.Context, t *testing.T, tb *Testbed, ns string, p corev1.Pod, endpoint, want string) {
+	{
+		_, port, _ := net.SplitHostPort(adminAddress(t, tb, p))
+		portNum, _ := strconv.Atoi(port)
+		body, err := adminGet(ctx, tb, ns, p.Name, portNum, endpoint)
+		if err != nil {
+			t.Fatalf("pod %s: GET %s: %v", p.Name, endpoint, err)
+		}
+		containerPath := strings.Contains(body, want)
+		nodePath := strings.Contains(body, tb.Dir)
+		switch tb.EnvoyPaths {
+		case PathsMountNS:
+			if !containerPath || nodePath {
+				t.Errorf("pod %s in %s mode: %s = %s, want the container path (%s) and nothing under %s", p.Name, tb.EnvoyPaths, endpoint, body, want, tb.Dir)
+			}
+			var data []byte
+			data, err = tb.ReadContainerFile(ns, p.Name, "envoy", "/certs/..data/tls.crt")
+			if err != nil || !bytes.Contains(data, []byte("BEGIN CERTIFICATE")) {
+				t.Errorf("pod %s: /certs/..data/tls.crt in the container: %v (the kubelet layout must be intact)", p.Name, err)
+			}
+			pid := envoyPID(t, p)
+			err = os.WriteFile(fmt.Sprintf("/proc/%d/root/certs/written", pid), []byte("x"), 0o600)
+			if !errors.Is(err, syscall.EROFS) {
+				t.Errorf("pod %s: writing into the Secret mount /certs: %v, want EROFS (read-only)", p.Name, err)
+			}
+		case PathsRewrite:
+			if containerPath || !nodePath {
+				t.Errorf("pod %s in %s mode: %s = %s, want node paths under %s, not %s", p.Name, tb.EnvoyPaths, endpoint, body, tb.Dir, want)
+			}
+		default:
+			t.Errorf("testbed path mode %q", tb.EnvoyPaths)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,11 @@ func (tb *Testbed) startNodes(ctx context.Context, opts Options) error {
 	if count < 0 {
 		return nil
 	}
+	mode, err := resolvePathMode(opts.EnvoyPaths)
+	if err != nil {
+		return err
+	}
+	tb.EnvoyPaths = mode
 	step := time.Now()
 	schedCfg, err := tb.ClientConfig(SchedulerUser)
 	if err != nil {
@@ -82,13 +88,14 @@ func (tb *Testbed) startNodes(ctx context.Context, opts Options) error {
 			Logger:           logger,
 			CertdriftBinary:  opts.CertdriftBinary,
 			ResolveService:   tb.services.Resolve,
+			PathMode:         mode,
 		})
 		if err != nil {
 			return err
 		}
 		tb.Nodes = append(tb.Nodes, n)
 	}
-	tb.log.Info("nodes ready", "count", count, "seconds", time.Since(step).Seconds())
+	tb.log.Info("nodes ready", "count", count, "envoy_paths", string(mode), "seconds", time.Since(step).Seconds())
 	return nil
 }
 
@@ -289,4 +296,56 @@ func envoyLogTail(path string, n int) string {
 		keep = keep[len(keep)-n:]
 	}
 	return strings.Join(keep, "\n")
+}
+
+// ReadContainerFile reads a file as a running container of pod ns/name sees it at containerPath
+// (for example "/certs/tls.crt"), in either path mode: through the process's own mount namespace
+// (/proc/<pid>/root) in PathsMountNS, through the node path its mount is rewritten to in
+// PathsRewrite. Tests use it to check what Envoy can read, such as a subPath mount's pinned
+// version after a rotation.
+func (tb *Testbed) ReadContainerFile(ns, name, container, containerPath string) ([]byte, error) {
+	n, err := tb.node(ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return n.ReadContainerFile(ns, name, container, containerPath)
+}
+
+// ReadContainerFile is Testbed.ReadContainerFile for a pod of this node.
+func (n *Node) ReadContainerFile(ns, name, container, containerPath string) ([]byte, error) {
+	w, err := n.worker(ns, name)
+	if err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(containerPath) {
+		return nil, fmt.Errorf("container path %q is not absolute", containerPath)
+	}
+	dir := filepath.Join(w.dir, "containers", container)
+	if n.pathMode == PathsMountNS {
+		pid, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil {
+			return nil, fmt.Errorf("container %q of pod %s/%s has not started: %w", container, ns, name, err)
+		}
+		return os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "root", containerPath))
+	}
+	pod, _ := w.current()
+	if pod == nil {
+		return nil, fmt.Errorf("pod %s/%s is not known yet", ns, name)
+	}
+	for _, c := range append(slicesClone(pod.Spec.Containers), pod.Spec.InitContainers...) {
+		if c.Name != container {
+			continue
+		}
+		var ms []mount
+		for i, vm := range c.VolumeMounts {
+			host := w.volumeDir(vm.Name)
+			if vm.SubPath != "" || vm.SubPathExpr != "" {
+				host = filepath.Join(dir, "subpaths", strconv.Itoa(i))
+			}
+			ms = append(ms, mount{path: vm.MountPath, host: host})
+		}
+		p, _ := newMountTable(ms).rewrite(containerPath)
+		return os.ReadFile(p)
+	}
+	return nil, fmt.Errorf("pod %s/%s has no container %q", ns, name, container)
 }

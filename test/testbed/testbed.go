@@ -47,6 +47,11 @@ type Options struct {
 	// certdrift's (e.g. ghcr.io/certdrift/certdrift), with the pod's ServiceAccount token at
 	// the in-cluster path (containers_certdrift.go). Tests build it from ./cmd/certdrift.
 	CertdriftBinary string
+	// EnvoyPaths is how Envoy pods see their volumes (envoypaths.go): PathsAuto (the default)
+	// uses PathsMountNS, each Envoy in its own mount namespace with its volumes at their
+	// mountPaths, when the test runs as root, and PathsRewrite (mount paths rewritten to node
+	// paths) otherwise; $CERTDRIFT_TESTBED_PATHS=mountns|rewrite overrides the default.
+	EnvoyPaths PathMode
 }
 
 // Testbed is a running control plane. Its methods are safe for concurrent use.
@@ -64,6 +69,9 @@ type Testbed struct {
 	StartDuration time.Duration
 	// Nodes are the running node agents.
 	Nodes []*Node
+	// EnvoyPaths is the path mode the nodes run Envoy pods in: PathsMountNS or PathsRewrite
+	// (PathsAuto when there are no nodes).
+	EnvoyPaths PathMode
 
 	binder   *Binder
 	services *serviceRouter

@@ -34,6 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	binDir := fs.String("bin-dir", "", "directory holding etcd, kube-apiserver, kube-controller-manager and kubectl (default: $"+testbed.BinDirEnv+" or .cache/kube/"+testbed.KubeVersion+")")
 	timeout := fs.Duration("start-timeout", 2*time.Minute, "how long the control plane may take to start")
 	verbose := fs.Bool("v", false, "log progress at debug level")
+	envoyPaths := fs.String("envoy-paths", "", "how Envoy pods see their volumes: mountns (own mount namespace, container paths; needs root) or rewrite (node paths); default: mountns as root, else rewrite, or $"+testbed.PathModeEnv)
 	scenario := fs.String("scenario", "test/scenarios/plain-sds", "scenario directory to deploy once the cluster is up (plain-sds or static-tls; \"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -54,7 +55,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	tb, err := testbed.Start(ctx, testbed.Options{Dir: *dir, BinDir: *binDir, StartTimeout: *timeout, Logger: log})
+	tb, err := testbed.Start(ctx, testbed.Options{Dir: *dir, BinDir: *binDir, StartTimeout: *timeout, Logger: log,
+		EnvoyPaths: testbed.PathMode(*envoyPaths)})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			fmt.Fprintln(stderr, "testbed: interrupted while starting")
@@ -73,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "scenario %s: pods Ready in %s\n", filepath.Base(*scenario), time.Since(start).Round(10*time.Millisecond))
 	}
 	fmt.Fprintf(stdout, "testbed ready in %s\n", tb.StartDuration.Round(10*time.Millisecond))
+	fmt.Fprintf(stdout, "envoy paths: %s\n", tb.EnvoyPaths)
 	fmt.Fprintf(stdout, "kubeconfig: %s\n", tb.KubeconfigPath)
 	fmt.Fprintf(stdout, "try:        %s/kubectl --kubeconfig %s get pods -A\n", tb.BinDir, tb.KubeconfigPath)
 	fmt.Fprintf(stdout, "logs:       %s/logs/\n", tb.Dir)
