@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -69,6 +70,15 @@ func main() {
 	os.Exit(code)
 }
 
+// commandName is the chosen command's first word ("audit", "serve"), for command-dependent
+// defaults.
+func commandName(kctx *kong.Context) string {
+	if f := strings.Fields(kctx.Command()); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
 // run parses args, runs the chosen command and returns the process exit code.
 func run(ctx context.Context, args []string, io streams) int {
 	var c cli
@@ -97,7 +107,7 @@ func run(ctx context.Context, args []string, io streams) int {
 		parser.Errorf("%s", err)
 		return exitNoRun
 	}
-	log, err := c.Log.logger(io.Err)
+	log, err := c.Log.logger(io.Err, commandName(kctx))
 	if err != nil {
 		parser.Errorf("%s", err)
 		return exitNoRun

@@ -398,8 +398,16 @@ func TestAuditClean(t *testing.T) {
 	if r.code != codeClean {
 		t.Fatalf("fresh certificates and no Envoys: want exit 0\n%s", r)
 	}
-	if !strings.HasPrefix(strings.TrimSpace(r.stdout), "clean:") {
+	if !strings.Contains(r.stdout, "clean: 0 findings") {
 		t.Errorf("a clean audit says so\n%s", r)
+	}
+	// The report is the output: a run that went well leaves stderr empty unless asked.
+	if r.stderr != "" {
+		t.Errorf("a clean audit wrote to stderr at the default log level\n%s", r)
+	}
+	// Control: the same run at --log.level info does log, so the check above can fail.
+	if r := certdrift(t, []string{"CERTDRIFT_LOG_LEVEL=info"}, "audit", "--config", cfg); !strings.Contains(r.stderr, "audit finished") {
+		t.Errorf("--log.level info (from the environment) logs the audit's end\n%s", r)
 	}
 }
 
