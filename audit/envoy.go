@@ -572,7 +572,7 @@ func (a *auditor) reportLingering(ev *EnvoyView, b *Binding, l, inUse loadedCert
 // staleSeverity is critical when the stale certificate is expired or about to be, else warning:
 // an old certificate that is still valid for weeks is drift, not yet an outage.
 func (a *auditor) staleSeverity(v validity) Severity {
-	if !v.notAfter.IsZero() && v.notAfter.Sub(a.now) <= a.policy.ExpiringCritical.D() {
+	if !v.notAfter.IsZero() && (v.notAfter.Sub(a.now) <= 0 || a.expiring(v) == Critical) {
 		return Critical
 	}
 	return Warning

@@ -74,16 +74,41 @@ func (a *auditor) checkValidityOf(view string, s Subject, v validity, what strin
 		a.add(Finding{Code: NotYetValid, Severity: sev, Subject: s, Evidence: ev,
 			Message: fmt.Sprintf("%s %s %s is not valid for another %s", view, what, quote(v.subject), roundDur(v.notBefore.Sub(a.now))),
 			Advice:  "check the issuer's clock or backdating; clients reject it until then"})
-	case !v.notAfter.IsZero() && left <= a.policy.ExpiringWarning.D():
+	case a.expiring(v) != 0:
 		a.seenValidity[k] = true
-		sev := Warning
-		if left <= a.policy.ExpiringCritical.D() {
-			sev = Critical
-		}
+		sev := a.expiring(v)
 		a.add(Finding{Code: Expiring, Severity: sev, Subject: s, Evidence: ev,
 			Message: fmt.Sprintf("%s %s %s expires in %s", view, what, quote(v.subject), roundDur(left)),
 			Advice:  "renew it; if it was already renewed, look for STALE findings on the Envoys that still hold this one"})
 	}
+}
+
+// expiring is the severity of EXPIRING for a certificate still valid, 0 when it is not expiring:
+// within the policy's time left AND within its share of the lifetime (config.Policy says why).
+// A percent of 0 or 100, or an unknown lifetime, leaves only the time left.
+func (a *auditor) expiring(v validity) Severity {
+	if v.notAfter.IsZero() {
+		return 0
+	}
+	left := v.notAfter.Sub(a.now)
+	within := func(d time.Duration, percent int) bool {
+		if left > d {
+			return false
+		}
+		life := v.notAfter.Sub(v.notBefore)
+		if percent <= 0 || percent >= 100 || v.notBefore.IsZero() || life <= 0 {
+			return true
+		}
+		// In float: a century's lifetime in nanoseconds times 100 overflows int64.
+		return float64(left) <= float64(life)*float64(percent)/100
+	}
+	switch {
+	case within(a.policy.ExpiringCritical.D(), a.policy.ExpiringCriticalLifetimePercent):
+		return Critical
+	case within(a.policy.ExpiringWarning.D(), a.policy.ExpiringWarningLifetimePercent):
+		return Warning
+	}
+	return 0
 }
 
 func (a *auditor) checkWeak(view string, s Subject, c *x509.Certificate) {
