@@ -198,7 +198,7 @@ func load(path string, parse func([]byte) (*Config, error)) (*Config, error) {
 	}
 	c, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, &FileError{Path: path, Err: err}
 	}
 	return c, nil
 }
@@ -236,7 +236,7 @@ func decode(data []byte) (*Config, *fileIndex, *yaml.TypeError, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil, nil, errors.New("config is empty")
 		}
-		return nil, nil, nil, err
+		return nil, nil, nil, Errors{syntaxError(data, err)}
 	}
 	var extra yaml.Node
 	if err := nd.Decode(&extra); !errors.Is(err, io.EOF) {

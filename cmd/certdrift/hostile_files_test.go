@@ -222,9 +222,9 @@ func TestConfigEveryError(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"line 8: envoys[0].endpoints[0].address: ",
-		`line 10: policy.grace: time: unknown unit " minutes"`,
-		"line 11: policy.max_bundle_cas: cannot unmarshal",
+		"line 8, column 18: envoys[0].endpoints[0].address: want a string, got a list",
+		`line 10, column 10: policy.grace: time: unknown unit " minutes"`,
+		`line 11, column 19: policy.max_bundle_cas: want a number, got the text "two"`,
 	}
 	r := certdrift(t, nil, "audit", "--config.check", "--config", cfg)
 	if r.code != codeNoRun {
