@@ -478,14 +478,9 @@ func uriStrings(c *x509.Certificate) []string {
 	return out
 }
 
+// firstName names a certificate /certs describes, as certName names it from any view.
 func firstName(cd envoystate.CertDetail) string {
-	switch {
-	case len(cd.DNSNames) > 0:
-		return "DNS:" + cd.DNSNames[0]
-	case len(cd.URIs) > 0:
-		return "URI:" + cd.URIs[0]
-	}
-	return "serial " + pki.SerialHex(cd.Serial)
+	return certName(cd.DNSNames, cd.URIs, "", cd.Serial)
 }
 
 // stale decides between converging and stale for a difference first seen now: the desired
@@ -701,7 +696,7 @@ func (a *auditor) checkRotation(ev *EnvoyView, bs []*Binding, state map[*Binding
 		}
 		a.add(Finding{Code: RotationFailed, Severity: sev, Subject: s,
 			Evidence: map[string]string{"failed_updates": fmt.Sprint(n)},
-			Message:  fmt.Sprintf("Envoy %s rejected %d update(s) of secret %q%s", ev.Config.Name, n, name, note),
+			Message:  fmt.Sprintf("Envoy %s rejected %s of secret %q%s", ev.Config.Name, plural(int(n), "update"), name, note),
 			Advice:   "check the new certificate and key (KEY_MISMATCH, PARSE_ERROR) and Envoy's log; Envoy keeps the old certificate until a valid pair arrives"})
 	}
 	for _, s := range snap.Secrets {
@@ -740,7 +735,7 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 	if r.Target.SNI != "" && !pki.CoversHost(leaf, r.Target.SNI) {
 		a.add(Finding{Code: HostnameMismatch, Severity: Critical, Subject: s,
 			Evidence: map[string]string{"served_fingerprint_sha256": fp, "served_dns_names": strings.Join(leaf.DNSNames, ",")},
-			Message:  fmt.Sprintf("%s served %s for SNI %q, which it does not cover", r.Target.Address, quote(leaf.Subject.CommonName), r.Target.SNI),
+			Message:  fmt.Sprintf("%s served %s for SNI %q, which it does not cover", r.Target.Address, quote(certNameOf(leaf)), r.Target.SNI),
 			Advice:   "check the listener's server_names and which certificate its filter chain uses"})
 	}
 	var d *desiredCert

@@ -18,7 +18,27 @@ type validity struct {
 }
 
 func validityOf(c *x509.Certificate) validity {
-	return validity{serial: c.SerialNumber, subject: c.Subject.String(), notBefore: c.NotBefore, notAfter: c.NotAfter, fingerprint: pki.Fingerprint(c)}
+	return validity{serial: c.SerialNumber, subject: certNameOf(c), notBefore: c.NotBefore, notAfter: c.NotAfter, fingerprint: pki.Fingerprint(c)}
+}
+
+// certName is how every message names a certificate, whichever view it was seen in: its first
+// DNS name, else its first URI (a SPIFFE ID), else its subject's common name, else its serial.
+// Envoy's /certs shows the SANs and no subject, so a name taken from the subject would call one
+// certificate "CN=…" when read from a file and something else when read from /certs.
+func certName(dns, uris []string, cn string, serial *big.Int) string {
+	switch {
+	case len(dns) > 0:
+		return dns[0]
+	case len(uris) > 0:
+		return uris[0]
+	case cn != "":
+		return cn
+	}
+	return "serial " + pki.SerialHex(serial)
+}
+
+func certNameOf(c *x509.Certificate) string {
+	return certName(c.DNSNames, uriStrings(c), c.Subject.CommonName, c.SerialNumber)
 }
 
 // key identifies a certificate across views that may lack a fingerprint: /certs gives only the
@@ -114,7 +134,7 @@ func (a *auditor) expiring(v validity) Severity {
 func (a *auditor) checkWeak(view string, s Subject, c *x509.Certificate) {
 	for _, w := range pki.WeakCrypto(c, a.policy.MinRSABits) {
 		a.add(Finding{Code: WeakCrypto, Severity: Warning, Subject: s,
-			Message:  fmt.Sprintf("%s certificate %s: %s", view, quote(c.Subject.String()), w),
+			Message:  fmt.Sprintf("%s certificate %s: %s", view, quote(certNameOf(c)), w),
 			Advice:   "re-issue with RSA ≥ 2048 or ECDSA P-256 and a SHA-256 signature",
 			Evidence: map[string]string{"fingerprint_sha256": pki.Fingerprint(c), "view": view}})
 	}

@@ -113,8 +113,8 @@ func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, run
 	}
 	if cov := report.Summary.Coverage; !cov.Complete && !c.AllowPartial {
 		return &exitError{code: exitFindings, err: fmt.Errorf(
-			"coverage incomplete: judged %d of %d bindings and %d of %d handshakes, %d input(s) not read; the report is not clean (--allow-partial accepts this)",
-			cov.BindingsJudged, cov.Bindings, cov.HandshakesJudged, cov.Handshakes, cov.Gaps)}
+			"coverage incomplete: judged %d of %s and %d of %s, %s not read; the report is not clean (--allow-partial accepts this)",
+			cov.BindingsJudged, plural(cov.Bindings, "binding"), cov.HandshakesJudged, plural(cov.Handshakes, "handshake"), plural(cov.Gaps, "input"))}
 	}
 	return nil
 }

@@ -454,7 +454,7 @@ func TestAuditClean(t *testing.T) {
 	if r.code != codeClean {
 		t.Fatalf("fresh certificates and no Envoys: want exit 0\n%s", r)
 	}
-	if !strings.Contains(r.stdout, "clean: 0 findings") {
+	if !strings.HasPrefix(r.stdout, "certdrift audit at ") || !strings.Contains(r.stdout, "\nclean: 0 findings") {
 		t.Errorf("a clean audit says so\n%s", r)
 	}
 	// The report is the output: a run that went well leaves stderr empty unless asked.
