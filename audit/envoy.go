@@ -770,8 +770,8 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 	ev["served_serial"] = pki.SerialHex(leaf.SerialNumber)
 	ev["served_not_after"] = leaf.NotAfter.UTC().Format(time.RFC3339)
 	a.add(Finding{Code: StaleServed, Severity: a.staleSeverity(validityOf(leaf)), Subject: s, Evidence: ev, Inferred: b.Inferred(), Since: timePtr(d.changedAt),
-		Message: fmt.Sprintf("%s (SNI %s) serves %s, not the desired certificate of %s, which changed %s ago",
-			r.Target.Address, quote(r.Target.SNI), short(fp), d.name(), roundDur(age)),
+		Message: fmt.Sprintf("%s (SNI %s) serves %s, not the desired certificate of %s (%s), which changed %s ago",
+			r.Target.Address, quote(r.Target.SNI), short(fp), d.name(), short(pki.Fingerprint(d.leaf)), roundDur(age)),
 		Advice: "this Envoy did not reload; restart it, or move it to file-based or xDS SDS so it reloads by itself"})
 	return StateStale
 }
@@ -802,11 +802,13 @@ func (a *auditor) checkServedChain(s Subject, chain []*x509.Certificate, d *desi
 		Advice:   "serve the full chain (leaf, then intermediates in order) so clients that lack the intermediate can verify it"})
 }
 
+// short names a fingerprint in a message: labelled, so that it is not taken for a serial, and cut
+// to 16 hex digits (the evidence has it whole; the table cuts it further).
 func short(fp string) string {
 	if len(fp) > 16 {
-		return fp[:16]
+		fp = fp[:16]
 	}
-	return fp
+	return "sha256:" + fp
 }
 
 // endpointConfig finds the configured endpoint a handshake was made to.

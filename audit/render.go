@@ -24,7 +24,7 @@ const ShortFingerprintLen = 12
 // fingerprintRE matches a full SHA-256 fingerprint (64 hex digits) that is not part of a longer
 // hex run; longHexRE a long hex run (a serial number: up to 20 bytes) that is not a fingerprint.
 var (
-	fingerprintRE = regexp.MustCompile(`\b[0-9a-fA-F]{64}\b`)
+	fingerprintRE = regexp.MustCompile(`\b[0-9a-fA-F]{64}\b|\bsha256:[0-9a-fA-F]{13,64}\b`)
 	longHexRE     = regexp.MustCompile(`\b[0-9a-fA-F]{20,63}\b`)
 )
 

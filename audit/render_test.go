@@ -125,7 +125,7 @@ func staleReport() Report {
 			{
 				Code: StaleServed, Severity: Warning, Since: &changed,
 				Subject: Subject{Envoy: "edge-static", Source: "web", Endpoint: "127.0.0.1:38571", SNI: "www.example.com", File: vol},
-				Message: "127.0.0.1:38571 (SNI \"www.example.com\") serves " + fpOld + ", not the desired certificate of web, which changed 3s ago",
+				Message: "127.0.0.1:38571 (SNI \"www.example.com\") serves sha256:" + fpOld[:16] + ", not the desired certificate of web (sha256:" + fpNew[:16] + "), which changed 3s ago",
 				Advice:  "this Envoy did not reload; restart it, or move it to file-based or xDS SDS so it reloads by itself",
 				Evidence: map[string]string{"desired_fingerprint_sha256": fpNew, "served_fingerprint_sha256": fpOld,
 					"desired_serial": "5d8b2247b6b2cce4880e842f330b43b1", "served_serial": "17e1d99de594a188ad17ad59cb58efe1"},
