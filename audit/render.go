@@ -149,17 +149,13 @@ func writeWrapped(w io.Writer, first, rest, text string) {
 }
 
 // tableText is a message or advice as the table shows it: safe for a terminal, fingerprints and
-// serials shortened, long paths cut to their last elements, and Go's repeated error prefixes
-// said once.
+// serials shortened, and Go's repeated error prefixes said once. Paths stay whole here (the
+// message is where a reader copies one from); the head line and the bindings table shorten them.
 func tableText(s string) string {
 	s = shortenFingerprints(s)
 	s = longHexRE.ReplaceAllStringFunc(s, shortHex)
 	s = unstutter(s)
-	words := strings.Fields(clean(s))
-	for i, wd := range words {
-		words[i] = shortPath(wd)
-	}
-	return strings.Join(words, " ")
+	return strings.Join(strings.Fields(clean(s)), " ")
 }
 
 // stutterREs undo Go's habit of wrapping an error that already says what its wrapper says:

@@ -265,6 +265,12 @@ envoys:
 			wantCode: codeNoRun,
 			stderr:   []string{"--web.max-requests"},
 		},
+		"KubeModeFile": {
+			reason:   "with --kubeconfig the file may hold only pairings and policy: checked as Kubernetes mode reads it",
+			args:     []string{"audit", "--config.check", "--config", good, "--kubeconfig", good},
+			wantCode: codeNoRun,
+			stderr:   []string{"desired and envoys are not used with --kubeconfig"},
+		},
 		"JSONGood": {
 			reason: "audit --config.check -o json prints a JSON verdict",
 			args:   []string{"audit", "--config.check", "--config", good, "-o", "json"},
