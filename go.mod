@@ -3,6 +3,7 @@ module github.com/certdrift/certdrift
 go 1.26.8
 
 require (
+	github.com/goccy/go-yaml v1.19.2
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -157,7 +157,7 @@ func (a *auditor) checkBundleCovers(s Subject, sev Severity, bundle []*x509.Cert
 		ev["reason"] = res.Err.Error()
 	}
 	a.add(Finding{Code: CABundleGap, Severity: sev, Subject: s, Evidence: ev,
-		Message: fmt.Sprintf("%s does not verify certificate %q (issuer %q)", bundleName, leaf.Subject.CommonName, leaf.Issuer.CommonName),
+		Message: fmt.Sprintf("%s does not verify certificate %q (issuer %q)", bundleName, certNameOf(leaf), leaf.Issuer.CommonName),
 		Advice:  "add the new issuer to the bundle before rolling out leaves it signed (bundle [newCA, oldCA] during a CA rotation)"})
 }
 

@@ -478,14 +478,9 @@ func uriStrings(c *x509.Certificate) []string {
 	return out
 }
 
+// firstName names a certificate /certs describes, as certName names it from any view.
 func firstName(cd envoystate.CertDetail) string {
-	switch {
-	case len(cd.DNSNames) > 0:
-		return "DNS:" + cd.DNSNames[0]
-	case len(cd.URIs) > 0:
-		return "URI:" + cd.URIs[0]
-	}
-	return "serial " + pki.SerialHex(cd.Serial)
+	return certName(cd.DNSNames, cd.URIs, "", cd.Serial)
 }
 
 // stale decides between converging and stale for a difference first seen now: the desired
@@ -572,7 +567,7 @@ func (a *auditor) reportLingering(ev *EnvoyView, b *Binding, l, inUse loadedCert
 // staleSeverity is critical when the stale certificate is expired or about to be, else warning:
 // an old certificate that is still valid for weeks is drift, not yet an outage.
 func (a *auditor) staleSeverity(v validity) Severity {
-	if !v.notAfter.IsZero() && v.notAfter.Sub(a.now) <= a.policy.ExpiringCritical.D() {
+	if !v.notAfter.IsZero() && (v.notAfter.Sub(a.now) <= 0 || a.expiring(v) == Critical) {
 		return Critical
 	}
 	return Warning
@@ -701,7 +696,7 @@ func (a *auditor) checkRotation(ev *EnvoyView, bs []*Binding, state map[*Binding
 		}
 		a.add(Finding{Code: RotationFailed, Severity: sev, Subject: s,
 			Evidence: map[string]string{"failed_updates": fmt.Sprint(n)},
-			Message:  fmt.Sprintf("Envoy %s rejected %d update(s) of secret %q%s", ev.Config.Name, n, name, note),
+			Message:  fmt.Sprintf("Envoy %s rejected %s of secret %q%s", ev.Config.Name, plural(int(n), "update"), name, note),
 			Advice:   "check the new certificate and key (KEY_MISMATCH, PARSE_ERROR) and Envoy's log; Envoy keeps the old certificate until a valid pair arrives"})
 	}
 	for _, s := range snap.Secrets {
@@ -740,7 +735,7 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 	if r.Target.SNI != "" && !pki.CoversHost(leaf, r.Target.SNI) {
 		a.add(Finding{Code: HostnameMismatch, Severity: Critical, Subject: s,
 			Evidence: map[string]string{"served_fingerprint_sha256": fp, "served_dns_names": strings.Join(leaf.DNSNames, ",")},
-			Message:  fmt.Sprintf("%s served %s for SNI %q, which it does not cover", r.Target.Address, quote(leaf.Subject.CommonName), r.Target.SNI),
+			Message:  fmt.Sprintf("%s served %s for SNI %q, which it does not cover", r.Target.Address, quote(certNameOf(leaf)), r.Target.SNI),
 			Advice:   "check the listener's server_names and which certificate its filter chain uses"})
 	}
 	var d *desiredCert
@@ -775,8 +770,8 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 	ev["served_serial"] = pki.SerialHex(leaf.SerialNumber)
 	ev["served_not_after"] = leaf.NotAfter.UTC().Format(time.RFC3339)
 	a.add(Finding{Code: StaleServed, Severity: a.staleSeverity(validityOf(leaf)), Subject: s, Evidence: ev, Inferred: b.Inferred(), Since: timePtr(d.changedAt),
-		Message: fmt.Sprintf("%s (SNI %s) serves %s, not the desired certificate of %s, which changed %s ago",
-			r.Target.Address, quote(r.Target.SNI), short(fp), d.name(), roundDur(age)),
+		Message: fmt.Sprintf("%s (SNI %s) serves %s, not the desired certificate of %s (%s), which changed %s ago",
+			r.Target.Address, quote(r.Target.SNI), short(fp), d.name(), short(pki.Fingerprint(d.leaf)), roundDur(age)),
 		Advice: "this Envoy did not reload; restart it, or move it to file-based or xDS SDS so it reloads by itself"})
 	return StateStale
 }
@@ -807,11 +802,13 @@ func (a *auditor) checkServedChain(s Subject, chain []*x509.Certificate, d *desi
 		Advice:   "serve the full chain (leaf, then intermediates in order) so clients that lack the intermediate can verify it"})
 }
 
+// short names a fingerprint in a message: labelled, so that it is not taken for a serial, and cut
+// to 16 hex digits (the evidence has it whole; the table cuts it further).
 func short(fp string) string {
 	if len(fp) > 16 {
-		return fp[:16]
+		fp = fp[:16]
 	}
-	return fp
+	return "sha256:" + fp
 }
 
 // endpointConfig finds the configured endpoint a handshake was made to.

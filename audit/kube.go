@@ -224,7 +224,7 @@ func (a *auditor) checkReplicas(recs []servedRecord) {
 			msg := fmt.Sprintf("%s replicas serve %d different leaves at port %s (SNI %s); pod %s serves %s",
 				k.workload, len(count), k.port, quote(k.sni), rec.ev.Config.Name, short(fp))
 			if right != "" {
-				msg += fmt.Sprintf(", %d replica(s) serve %s", count[right], short(right))
+				msg += fmt.Sprintf(", %s %s %s", plural(count[right], "replica"), pick(count[right] == 1, "serves", "serve"), short(right))
 			}
 			a.add(Finding{Code: ReplicaDivergence, Severity: Warning,
 				Subject:  Subject{Envoy: rec.ev.Config.Name, Workload: k.workload, Source: rec.source, Item: rec.item, Endpoint: rec.r.Target.Address, SNI: rec.r.Target.SNI},
@@ -289,8 +289,8 @@ func (a *auditor) checkLivePairings(envoys []EnvoyView, recs []servedRecord) {
 				}
 				a.add(Finding{Code: CABundleGap, Severity: sev, Evidence: ev, Since: timePtr(changed),
 					Subject: Subject{Envoy: t.envoy, Source: p.Bundle.Source, Item: p.Bundle.Item, Secret: t.secret},
-					Message: fmt.Sprintf("pairing %s: %s trusts %d CA(s) that do not verify the leaf %s (issuer %q) that %s %s",
-						pairName(p), t.envoy, len(t.cas), short(fp), l.cert.Issuer.CommonName, l.envoy, l.view),
+					Message: fmt.Sprintf("pairing %s: %s trusts %s that do not verify the leaf %s (issuer %q) that %s %s",
+						pairName(p), t.envoy, plural(len(t.cas), "CA"), short(fp), l.cert.Issuer.CommonName, l.envoy, l.view),
 					Advice: "the peers reject each other's handshakes; restart the side that has not reloaded, and during a CA rotation distribute the new CA to every bundle before changing any leaf"})
 			}
 		}

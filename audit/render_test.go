@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -99,6 +100,128 @@ func uncoveredReport() Report {
 	}
 }
 
+// staleReport is the demo's second audit (test/demo): a static-TLS Envoy that kept the old
+// certificate after a kubelet-style rotation, next to an SDS Envoy that reloaded. Messages are
+// the checks' own text; paths are as long as a temporary directory makes them.
+func staleReport() Report {
+	at := time.Date(2026, 11, 22, 4, 1, 2, 0, time.UTC)
+	changed := at.Add(-3 * time.Second)
+	vol := "/tmp/certdrift-demo-3805929455/3892937077/secret-volume/tls.crt"
+	return Report{
+		GeneratedAt: at,
+		Bindings: []Binding{
+			{Envoy: "edge-sds", Source: "web", Secret: "web_cert", File: vol, Origin: OriginPath, State: StateConverged},
+			{Envoy: "edge-static", Source: "web", File: vol, Origin: OriginPath, State: StateStale},
+		},
+		Findings: []Finding{
+			{
+				Code: StaleLoaded, Severity: Warning, Since: &changed,
+				Subject: Subject{Envoy: "edge-static", Source: "web", File: vol},
+				Message: "Envoy edge-static holds serial 17e1d99de594a188ad17ad59cb58efe1 for web, but the desired certificate (serial 5d8b2247b6b2cce4880e842f330b43b1) changed 3s ago",
+				Advice:  "this Envoy did not reload: use file-based or xDS SDS instead of a static TLS context, or restart it",
+				Evidence: map[string]string{"desired_fingerprint_sha256": fpNew, "desired_serial": "5d8b2247b6b2cce4880e842f330b43b1",
+					"loaded_serial": "17e1d99de594a188ad17ad59cb58efe1", "loaded_from": "/certs"},
+			},
+			{
+				Code: StaleServed, Severity: Warning, Since: &changed,
+				Subject: Subject{Envoy: "edge-static", Source: "web", Endpoint: "127.0.0.1:38571", SNI: "www.example.com", File: vol},
+				Message: "127.0.0.1:38571 (SNI \"www.example.com\") serves sha256:" + fpOld[:16] + ", not the desired certificate of web (sha256:" + fpNew[:16] + "), which changed 3s ago",
+				Advice:  "this Envoy did not reload; restart it, or move it to file-based or xDS SDS so it reloads by itself",
+				Evidence: map[string]string{"desired_fingerprint_sha256": fpNew, "served_fingerprint_sha256": fpOld,
+					"desired_serial": "5d8b2247b6b2cce4880e842f330b43b1", "served_serial": "17e1d99de594a188ad17ad59cb58efe1"},
+			},
+		},
+		Summary: Summary{DesiredSources: 1, Envoys: 2, Handshakes: 2, Bindings: 2,
+			Findings: map[string]int{"warning": 2},
+			Coverage: Coverage{BindingsJudged: 2, Bindings: 2, HandshakesJudged: 2, Handshakes: 2, Complete: true}},
+	}
+}
+
+// validityReport holds the expiry, trust and hostname families, one finding each, and a
+// lingering context; the names of certificates are the checks' (certName: first DNS name).
+func validityReport() Report {
+	at := time.Date(2026, 11, 22, 4, 1, 2, 0, time.UTC)
+	return Report{
+		GeneratedAt: at,
+		Findings: []Finding{
+			{Code: Expired, Severity: Critical, Subject: Subject{Source: "legacy", File: "/etc/certs/legacy/tls.crt"},
+				Message:  `desired certificate "legacy.example.com" expired 3d ago`,
+				Advice:   "issue a new certificate and make sure every Envoy loads it",
+				Evidence: map[string]string{"view": "desired", "serial": "0a", "fingerprint_sha256": fpOld, "not_after": "2026-11-19T00:00:00Z"}},
+			{Code: Expiring, Severity: Warning, Subject: Subject{Envoy: "edge-1", Source: "web", Secret: "web_cert"},
+				Message:  `loaded certificate "www.example.com" expires in 13d`,
+				Advice:   "renew it; if it was already renewed, look for STALE findings on the Envoys that still hold this one",
+				Evidence: map[string]string{"view": "loaded", "serial": "5d8b2247b6b2cce4880e842f330b43b1", "not_after": "2026-12-05T00:00:00Z"}},
+			{Code: CABundleGap, Severity: Critical, Subject: Subject{Source: "web", File: "/etc/certs/web/ca.crt"},
+				Message:  `the CA bundle /etc/certs/web/ca.crt beside it does not verify certificate "www.example.com" (issuer "ca-2")`,
+				Advice:   "add the new issuer to the bundle before rolling out leaves it signed (bundle [newCA, oldCA] during a CA rotation)",
+				Evidence: map[string]string{"leaf_fingerprint": fpNew, "leaf_issuer": "CN=ca-2", "bundle_size": "1"}},
+			{Code: HostnameMismatch, Severity: Critical, Subject: Subject{Envoy: "edge-1", Source: "api", Endpoint: "10.0.0.1:8443", SNI: "api.example.com"},
+				Message:  `10.0.0.1:8443 served "www.example.com" for SNI "api.example.com", which it does not cover`,
+				Advice:   "check the listener's server_names and which certificate its filter chain uses",
+				Evidence: map[string]string{"served_fingerprint_sha256": fpNew, "served_dns_names": "www.example.com"}},
+			{Code: LingeringContext, Severity: Info, Subject: Subject{Envoy: "edge-1", Source: "web", Secret: "web_cert"},
+				Message:  "Envoy edge-1 still holds serial 17e1d99de594a188ad17ad59cb58efe1 for web beside serial 5d8b2247b6b2cce4880e842f330b43b1 (a draining listener or a replaced context)",
+				Evidence: map[string]string{"lingering_serial": "17e1d99de594a188ad17ad59cb58efe1"}},
+		},
+		Summary: Summary{DesiredSources: 3, Envoys: 1, Handshakes: 1, Bindings: 0,
+			Findings: map[string]int{"critical": 3, "warning": 1, "info": 1},
+			Coverage: Coverage{HandshakesJudged: 1, Handshakes: 1, Complete: true}},
+	}
+}
+
+// kubeReport is Kubernetes mode: Envoys named namespace/pod, Secrets namespace/name, SDS names
+// as Istio and Envoy Gateway write them, a trust binding, and a binding not judged.
+func kubeReport() Report {
+	at := time.Date(2026, 11, 22, 4, 1, 2, 0, time.UTC)
+	return Report{
+		GeneratedAt: at,
+		Bindings: []Binding{
+			{Envoy: "web/envoy-5699ff9cf6-qkbk8", Workload: "Deployment/envoy", Source: "web/web-tls", File: "/etc/envoy/tls/tls.crt", Origin: OriginConfig, State: StateConverged},
+			{Envoy: "web/envoy-5699ff9cf6-x2v7p", Workload: "Deployment/envoy", Source: "web/web-tls", File: "/etc/envoy/tls/tls.crt", Origin: OriginPath, State: StateStale},
+			{Envoy: "envoy-gateway-system/envoy-default-eg-e41e7b31-7c4d9b8f6-abcde", Workload: "Deployment/envoy-default-eg-e41e7b31", Source: "default/eg-https", Secret: "default/eg-https", Origin: OriginSDSName, State: StateConverged},
+			{Envoy: "istio-system/istio-ingressgateway-6d8f9-zx1", Workload: "Deployment/istio-ingressgateway", Source: "istio-system/istio-ca-root-cert", Secret: "ROOTCA", Origin: OriginSDSName, Trust: true, State: StateUnknown, Reason: "config_dump holds no validation context for it"},
+		},
+		Findings: []Finding{
+			{Code: StaleLoaded, Severity: Warning, Subject: Subject{Envoy: "web/envoy-5699ff9cf6-x2v7p", Workload: "Deployment/envoy", Source: "web/web-tls", File: "/etc/envoy/tls/tls.crt"},
+				Message:  "Envoy web/envoy-5699ff9cf6-x2v7p holds serial 17e1d99de594a188ad17ad59cb58efe1 for web/web-tls, but the desired certificate (serial 5d8b2247b6b2cce4880e842f330b43b1) changed 4m ago",
+				Advice:   "this Envoy did not reload: use file-based or xDS SDS instead of a static TLS context, or restart it",
+				Evidence: map[string]string{"desired_fingerprint_sha256": fpNew, "loaded_serial": "17e1d99de594a188ad17ad59cb58efe1"}},
+		},
+		Summary: Summary{DesiredSources: 3, Envoys: 4, Handshakes: 4, Bindings: 4,
+			Findings: map[string]int{"warning": 1},
+			Coverage: Coverage{BindingsJudged: 3, Bindings: 4, HandshakesJudged: 4, Handshakes: 4}},
+	}
+}
+
+// errorsReport is what could not be read: unreachable admin and listener (with the error text Go
+// wraps twice), a source missing, an admin that answered something that is not JSON.
+func errorsReport() Report {
+	at := time.Date(2026, 11, 22, 4, 1, 2, 0, time.UTC)
+	return Report{
+		GeneratedAt: at,
+		Findings: []Finding{
+			{Code: Unreachable, Severity: Warning, Subject: Subject{Envoy: "edge", Endpoint: "127.0.0.1:2", SNI: "www.example.com"},
+				Message:  `TLS handshake with 127.0.0.1:2 (SNI "www.example.com") failed: dial 127.0.0.1:2: dial tcp 127.0.0.1:2: connect: connection refused`,
+				Advice:   "the served view of this endpoint was not checked; check the address and that the listener is up",
+				Evidence: map[string]string{"reason": "refused"}},
+			{Code: Unreachable, Severity: Warning, Subject: Subject{Envoy: "edge", Endpoint: "http://127.0.0.1:1"},
+				Message: `Envoy admin http://127.0.0.1:1 did not answer: GET /certs: request: Get "/certs": dial tcp 127.0.0.1:1: connect: connection refused`,
+				Advice:  "the loaded view of this Envoy was not checked; check the admin address and that Envoy is running"},
+			{Code: ParseError, Severity: Warning, Subject: Subject{Envoy: "edge-2", Endpoint: "http://127.0.0.1:9902"},
+				Message: `Envoy admin http://127.0.0.1:9902: GET /certs: not JSON: body starts with "<html><body>Welcome to nginx" (Content-Type "text/html")`,
+				Advice:  "point the admin address at Envoy's admin listener"},
+			{Code: SourceMissing, Severity: Warning, Subject: Subject{Source: "web", File: "/nonexistent/tls"},
+				Message:  `desired source "web" could not be read: source directory /nonexistent/tls: no such file or directory; nothing about it was judged`,
+				Advice:   "fix the path or name in the configuration, or create it; if a filter (--secret-selector, --secret-type, --exclude-namespace) leaves it out, widen the filter",
+				Evidence: map[string]string{"reason": "not_found"}},
+		},
+		Summary: Summary{DesiredSources: 1, Envoys: 2, Handshakes: 1,
+			Findings: map[string]int{"warning": 4},
+			Coverage: Coverage{Handshakes: 1, Gaps: 4}},
+	}
+}
+
 func TestRenderGolden(t *testing.T) {
 	tests := map[string]struct {
 		reason string
@@ -123,6 +246,36 @@ func TestRenderGolden(t *testing.T) {
 			report: uncoveredReport(),
 			render: func(b *bytes.Buffer, r Report) error { return RenderTable(b, r) },
 			golden: "table_not_judged.golden",
+		},
+		"TableStale": {
+			reason: "the demo's stale Envoy: labelled fingerprints (desired beside loaded and served), short serials and paths",
+			report: staleReport(),
+			render: func(b *bytes.Buffer, r Report) error { return RenderTable(b, r) },
+			golden: "table_stale.golden",
+		},
+		"TableValidity": {
+			reason: "expiry, trust bundle, hostname and lingering findings, certificates named by their DNS name",
+			report: validityReport(),
+			render: func(b *bytes.Buffer, r Report) error { return RenderTable(b, r) },
+			golden: "table_validity.golden",
+		},
+		"TableKubernetes": {
+			reason: "Kubernetes bindings: pods, Secrets, SDS names, a trust binding not judged (a NOTE column)",
+			report: kubeReport(),
+			render: func(b *bytes.Buffer, r Report) error { return RenderTable(b, r) },
+			golden: "table_kube.golden",
+		},
+		"TableErrors": {
+			reason: "what could not be read, with Go's doubled error prefixes said once",
+			report: errorsReport(),
+			render: func(b *bytes.Buffer, r Report) error { return RenderTable(b, r) },
+			golden: "table_errors.golden",
+		},
+		"JSONStale": {
+			reason: "the JSON of the stale report keeps full fingerprints, serials and paths",
+			report: staleReport(),
+			render: func(b *bytes.Buffer, r Report) error { return RenderJSON(b, r) },
+			golden: "report_stale.json.golden",
 		},
 		"JSONWithFindings": {
 			reason: "JSON keeps the json tag names and full fingerprints",
@@ -164,49 +317,110 @@ func TestRenderGolden(t *testing.T) {
 }
 
 func TestRenderTableProperties(t *testing.T) {
+	for name, r := range map[string]Report{"Sample": sampleReport(), "Stale": staleReport(), "Validity": validityReport(),
+		"Kubernetes": kubeReport(), "Errors": errorsReport()} {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := RenderTable(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			if !strings.HasPrefix(lines[0], "certdrift audit at ") {
+				t.Errorf("first line %q: want the report's header", lines[0])
+			}
+			if fingerprintRE.MatchString(out) {
+				t.Errorf("table shows a full 64-hex fingerprint; want sha256: and %d hex digits:\n%s", ShortFingerprintLen, out)
+			}
+			// Every line fits a 100-column terminal, but the summary's, which stay whole for
+			// grep and fit 120.
+			summary := len(lines) - 1
+			if strings.HasPrefix(lines[summary], "coverage incomplete") {
+				summary--
+			}
+			for i, l := range lines {
+				limit := TableWidth
+				if i >= summary {
+					limit = 120
+				}
+				if n := utf8.RuneCountInString(l); n > limit {
+					t.Errorf("line of %d columns (> %d): %q", n, limit, l)
+				}
+			}
+			for _, bad := range []string{"dial tcp 127.0.0.1:2: dial", "request: Get", "(s)"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("table says %q:\n%s", bad, out)
+				}
+			}
+			// Inside each group, severities never increase going down.
+			rank := map[string]int{"CRITICAL": 3, "WARNING": 2, "INFO": 1}
+			prev := 4
+			for _, l := range lines {
+				if l == "BINDINGS" {
+					break
+				}
+				if !strings.HasPrefix(l, "  ") {
+					prev = 4 // a group header or blank line starts a new group
+					continue
+				}
+				if strings.HasPrefix(l, "    ") {
+					continue // message, evidence, advice
+				}
+				sev := strings.Fields(l)[0]
+				if rank[sev] == 0 {
+					t.Fatalf("finding line %q does not start with a severity", l)
+				}
+				if rank[sev] > prev {
+					t.Errorf("line %q is worse than the line above it", l)
+				}
+				prev = rank[sev]
+			}
+		})
+	}
+
 	var b bytes.Buffer
 	if err := RenderTable(&b, sampleReport()); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-
-	if strings.Contains(out, fpOld) || strings.Contains(out, fpNew) {
-		t.Errorf("table shows a full 64-hex fingerprint; want it cut to %d chars:\n%s", ShortFingerprintLen, out)
-	}
-	if !strings.Contains(out, fpOld[:ShortFingerprintLen]) {
+	if !strings.Contains(out, "sha256:"+fpOld[:ShortFingerprintLen]+"…") {
 		t.Errorf("table lost the short fingerprint %s:\n%s", fpOld[:ShortFingerprintLen], out)
 	}
-	if got, want := lines[len(lines)-1], "5 findings (2 critical, 2 warning, 1 info) across 2 envoys; judged 3 of 4 bindings, 5 of 6 handshakes; coverage incomplete"; got != want {
-		t.Errorf("summary line = %q, want %q", got, want)
+	if got, want := strings.Join(lines[len(lines)-2:], "\n"), "5 findings (2 critical, 2 warning, 1 info) across 2 envoys; judged 3 of 4 bindings, 5 of 6 handshakes\ncoverage incomplete: 1 binding not judged, 1 handshake without a certificate, 1 input not read"; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
 	}
-	// Every binding is listed with its state, converged ones included.
-	for _, want := range []string{"edge-1  frontend-tls      CONVERGED", "edge-2  frontend-tls      STALE", "edge-1  internal-ca/mesh  UNKNOWN"} {
+	// Every binding is listed with its state under a header, converged ones included.
+	for _, want := range []string{"BINDINGS\n   SOURCE            STATE      HELD AS                        BOUND BY\n envoy edge-1\n",
+		"   frontend-tls      CONVERGED  SDS frontend", "   internal-ca/mesh  UNKNOWN    file /etc/envoy/ca/mesh.crt", " envoy edge-2\n   frontend-tls      STALE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("binding list lacks %q:\n%s", want, out)
 		}
 	}
-	// Inside each group, severities never increase going down.
-	rank := map[string]int{"CRITICAL": 3, "WARNING": 2, "INFO": 1}
-	prev := 4
-	for _, l := range lines {
-		if strings.HasPrefix(l, "bindings") {
-			break // the binding list follows the findings
+}
+
+// TestRenderTableWraps: a message longer than the terminal is wrapped under its finding, every
+// word kept; the control renders the same text unwrapped to show the width check can fail.
+func TestRenderTableWraps(t *testing.T) {
+	long := strings.Repeat("the quick brown fox jumps over the lazy dog ", 8)
+	r := Report{Findings: []Finding{{Code: ParseError, Severity: Warning, Subject: Subject{Source: "s"}, Message: long, Advice: long}}}
+	var b bytes.Buffer
+	if err := RenderTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	var words int
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	for _, l := range lines[:len(lines)-2] { // the summary's two lines stay whole
+		if utf8.RuneCountInString(l) > TableWidth {
+			t.Errorf("line of %d columns: %q", utf8.RuneCountInString(l), l)
 		}
-		if !strings.HasPrefix(l, "  ") || strings.HasPrefix(l, "      ") {
-			if !strings.HasPrefix(l, "  ") {
-				prev = 4 // a group header or blank line starts a new group
-			}
-			continue
-		}
-		sev := strings.Fields(l)[0]
-		if rank[sev] == 0 {
-			t.Fatalf("finding line %q does not start with a severity", l)
-		}
-		if rank[sev] > prev {
-			t.Errorf("line %q is worse than the line above it", l)
-		}
-		prev = rank[sev]
+		words += strings.Count(l, "fox")
+	}
+	if words != 16 {
+		t.Errorf("%d of 16 words kept across the wrapped message and advice:\n%s", words, b.String())
+	}
+	if utf8.RuneCountInString("    "+long) <= TableWidth {
+		t.Fatalf("control: the message (%d columns) must be longer than a line", len(long))
 	}
 }
 

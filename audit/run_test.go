@@ -49,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 		other:    ca.Leaf(t, certs.WithCommonName("other"), certs.WithDNSNames("other.example.com"), certs.WithFreshKey(), valid),
 		viaInter: inter.Leaf(t, certs.WithCommonName("api"), certs.WithDNSNames("api.example.com"), valid),
 		expired:  ca.Leaf(t, certs.WithCommonName("expired"), names, certs.WithValidity(now.Add(-10*24*time.Hour), now.Add(-time.Hour))),
-		soon:     ca.Leaf(t, certs.WithCommonName("soon"), names, certs.WithValidity(now.Add(-10*24*time.Hour), now.Add(3*24*time.Hour))),
+		soon:     ca.Leaf(t, certs.WithCommonName("soon"), names, certs.WithValidity(now.Add(-10*24*time.Hour), now.Add(12*time.Hour))), // 5% of its lifetime left: critical under the default policy
 		future:   ca.Leaf(t, certs.WithCommonName("future"), names, certs.WithValidity(now.Add(24*time.Hour), now.Add(90*24*time.Hour))),
 		weak:     ca.Leaf(t, certs.WithCommonName("weak"), names, certs.WithKeyType(certs.RSA1024), valid),
 		fromCA2:  ca2.Leaf(t, certs.WithCommonName("client"), certs.WithDNSNames("client.example.com"), certs.WithClientAuth(), valid),

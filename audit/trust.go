@@ -337,17 +337,17 @@ func (a *auditor) reportStaleTrust(ev *EnvoyView, b *Binding, tb *trustBinding, 
 		sev = Critical
 	}
 	a.add(Finding{Code: StaleTrust, Severity: sev, Subject: trustSubject(ev, b), Evidence: ev2, Since: timePtr(d.changedAt),
-		Message: fmt.Sprintf("Envoy %s trusts %s (%s), not the desired CA bundle of %s (%d CA(s)), which changed %s ago",
-			ev.Config.Name, trustDescription(lb), lb.where, d.name(), len(d.it.CA), roundDur(age)),
+		Message: fmt.Sprintf("Envoy %s trusts %s (%s), not the desired CA bundle of %s (%s), which changed %s ago",
+			ev.Config.Name, trustDescription(lb), lb.where, d.name(), plural(len(d.it.CA), "CA"), roundDur(age)),
 		Advice: "this Envoy did not reload its validation context: restart it, and deliver the trust bundle by SDS (file-based with watched_directory, or xDS) so that it reloads by itself"})
 }
 
 func trustDescription(lb loadedBundle) string {
 	switch {
 	case lb.cas != nil:
-		return fmt.Sprintf("%d CA(s)", len(lb.cas))
+		return plural(len(lb.cas), "CA")
 	case lb.listsAll:
-		return fmt.Sprintf("%d CA(s)", len(lb.listed))
+		return plural(len(lb.listed), "CA")
 	}
 	return "a bundle whose first CA is serial " + pki.SerialHex(bundleFirst(lb).serial)
 }

@@ -18,7 +18,27 @@ type validity struct {
 }
 
 func validityOf(c *x509.Certificate) validity {
-	return validity{serial: c.SerialNumber, subject: c.Subject.String(), notBefore: c.NotBefore, notAfter: c.NotAfter, fingerprint: pki.Fingerprint(c)}
+	return validity{serial: c.SerialNumber, subject: certNameOf(c), notBefore: c.NotBefore, notAfter: c.NotAfter, fingerprint: pki.Fingerprint(c)}
+}
+
+// certName is how every message names a certificate, whichever view it was seen in: its first
+// DNS name, else its first URI (a SPIFFE ID), else its subject's common name, else its serial.
+// Envoy's /certs shows the SANs and no subject, so a name taken from the subject would call one
+// certificate "CN=…" when read from a file and something else when read from /certs.
+func certName(dns, uris []string, cn string, serial *big.Int) string {
+	switch {
+	case len(dns) > 0:
+		return dns[0]
+	case len(uris) > 0:
+		return uris[0]
+	case cn != "":
+		return cn
+	}
+	return "serial " + pki.SerialHex(serial)
+}
+
+func certNameOf(c *x509.Certificate) string {
+	return certName(c.DNSNames, uriStrings(c), c.Subject.CommonName, c.SerialNumber)
 }
 
 // key identifies a certificate across views that may lack a fingerprint: /certs gives only the
@@ -74,22 +94,47 @@ func (a *auditor) checkValidityOf(view string, s Subject, v validity, what strin
 		a.add(Finding{Code: NotYetValid, Severity: sev, Subject: s, Evidence: ev,
 			Message: fmt.Sprintf("%s %s %s is not valid for another %s", view, what, quote(v.subject), roundDur(v.notBefore.Sub(a.now))),
 			Advice:  "check the issuer's clock or backdating; clients reject it until then"})
-	case !v.notAfter.IsZero() && left <= a.policy.ExpiringWarning.D():
+	case a.expiring(v) != 0:
 		a.seenValidity[k] = true
-		sev := Warning
-		if left <= a.policy.ExpiringCritical.D() {
-			sev = Critical
-		}
+		sev := a.expiring(v)
 		a.add(Finding{Code: Expiring, Severity: sev, Subject: s, Evidence: ev,
 			Message: fmt.Sprintf("%s %s %s expires in %s", view, what, quote(v.subject), roundDur(left)),
 			Advice:  "renew it; if it was already renewed, look for STALE findings on the Envoys that still hold this one"})
 	}
 }
 
+// expiring is the severity of EXPIRING for a certificate still valid, 0 when it is not expiring:
+// within the policy's time left AND within its share of the lifetime (config.Policy says why).
+// A percent of 0 or 100, or an unknown lifetime, leaves only the time left.
+func (a *auditor) expiring(v validity) Severity {
+	if v.notAfter.IsZero() {
+		return 0
+	}
+	left := v.notAfter.Sub(a.now)
+	within := func(d time.Duration, percent int) bool {
+		if left > d {
+			return false
+		}
+		life := v.notAfter.Sub(v.notBefore)
+		if percent <= 0 || percent >= 100 || v.notBefore.IsZero() || life <= 0 {
+			return true
+		}
+		// In float: a century's lifetime in nanoseconds times 100 overflows int64.
+		return float64(left) <= float64(life)*float64(percent)/100
+	}
+	switch {
+	case within(a.policy.ExpiringCritical.D(), a.policy.ExpiringCriticalLifetimePercent):
+		return Critical
+	case within(a.policy.ExpiringWarning.D(), a.policy.ExpiringWarningLifetimePercent):
+		return Warning
+	}
+	return 0
+}
+
 func (a *auditor) checkWeak(view string, s Subject, c *x509.Certificate) {
 	for _, w := range pki.WeakCrypto(c, a.policy.MinRSABits) {
 		a.add(Finding{Code: WeakCrypto, Severity: Warning, Subject: s,
-			Message:  fmt.Sprintf("%s certificate %s: %s", view, quote(c.Subject.String()), w),
+			Message:  fmt.Sprintf("%s certificate %s: %s", view, quote(certNameOf(c)), w),
 			Advice:   "re-issue with RSA ≥ 2048 or ECDSA P-256 and a SHA-256 signature",
 			Evidence: map[string]string{"fingerprint_sha256": pki.Fingerprint(c), "view": view}})
 	}

@@ -119,8 +119,17 @@ type Ref struct {
 
 // Policy holds thresholds. Durations are Go durations ("720h").
 type Policy struct {
+	// A certificate is EXPIRING (warning) when at most ExpiringWarning is left AND at most
+	// ExpiringWarningLifetimePercent of its lifetime (not_after - not_before); critical likewise.
+	// The lifetime condition keeps a healthy renewer quiet: cert-manager renews when a third of
+	// the lifetime is left (30 days of a 90-day certificate), so an absolute 30 days alone fires
+	// on every certificate it is about to renew on schedule, and on every short-lived one (Istio's
+	// 24-hour workload certificates) all the time. See docs/findings.md, EXPIRING.
 	ExpiringWarning  Duration `yaml:"expiring_warning"`
 	ExpiringCritical Duration `yaml:"expiring_critical"`
+	// Percent of the lifetime, 1..100; 100 turns the lifetime condition off.
+	ExpiringWarningLifetimePercent  int `yaml:"expiring_warning_lifetime_percent"`
+	ExpiringCriticalLifetimePercent int `yaml:"expiring_critical_lifetime_percent"`
 	// Grace is how long a rotation may take to reach Envoy before drift is reported (kubelet sync
 	// plus SDS debounce).
 	Grace        Duration `yaml:"grace"`
@@ -134,10 +143,16 @@ type Policy struct {
 var DefaultPolicy = Policy{
 	ExpiringWarning:  Duration(30 * 24 * time.Hour),
 	ExpiringCritical: Duration(7 * 24 * time.Hour),
-	Grace:            Duration(2 * time.Minute),
-	MaxBundleCAs:     2,
-	MinRSABits:       2048,
-	Timeout:          Duration(5 * time.Second),
+	// Half and a quarter of cert-manager's renewal window (a third of the lifetime): a renewal
+	// overdue by half its window warns, by three quarters is critical. For a 90-day certificate
+	// that is 14.4 and 7 days (the absolute 7 days comes first), for Istio's 24-hour ones 3.8 and
+	// 1.9 hours, for a 1-year certgen certificate the absolute 30 and 7 days.
+	ExpiringWarningLifetimePercent:  16,
+	ExpiringCriticalLifetimePercent: 8,
+	Grace:                           Duration(2 * time.Minute),
+	MaxBundleCAs:                    2,
+	MinRSABits:                      2048,
+	Timeout:                         Duration(5 * time.Second),
 }
 
 // Duration is a time.Duration written as "90s" in YAML.
@@ -183,7 +198,7 @@ func load(path string, parse func([]byte) (*Config, error)) (*Config, error) {
 	}
 	c, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, &FileError{Path: path, Err: err}
 	}
 	return c, nil
 }
@@ -221,7 +236,7 @@ func decode(data []byte) (*Config, *fileIndex, *yaml.TypeError, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil, nil, errors.New("config is empty")
 		}
-		return nil, nil, nil, err
+		return nil, nil, nil, Errors{syntaxError(data, err)}
 	}
 	var extra yaml.Node
 	if err := nd.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -265,6 +280,12 @@ func (c *Config) applyDefaults() {
 	}
 	if p.ExpiringCritical == 0 {
 		p.ExpiringCritical = d.ExpiringCritical
+	}
+	if p.ExpiringWarningLifetimePercent == 0 {
+		p.ExpiringWarningLifetimePercent = d.ExpiringWarningLifetimePercent
+	}
+	if p.ExpiringCriticalLifetimePercent == 0 {
+		p.ExpiringCriticalLifetimePercent = d.ExpiringCriticalLifetimePercent
 	}
 	if p.Grace == 0 {
 		p.Grace = d.Grace

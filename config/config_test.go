@@ -41,10 +41,12 @@ func TestLoadGood(t *testing.T) {
 			Grace:           Duration(90 * time.Second),
 			ExpiringWarning: Duration(720 * time.Hour),
 			// Defaults:
-			ExpiringCritical: DefaultPolicy.ExpiringCritical,
-			MaxBundleCAs:     DefaultPolicy.MaxBundleCAs,
-			MinRSABits:       DefaultPolicy.MinRSABits,
-			Timeout:          DefaultPolicy.Timeout,
+			ExpiringCritical:                DefaultPolicy.ExpiringCritical,
+			ExpiringWarningLifetimePercent:  DefaultPolicy.ExpiringWarningLifetimePercent,
+			ExpiringCriticalLifetimePercent: DefaultPolicy.ExpiringCriticalLifetimePercent,
+			MaxBundleCAs:                    DefaultPolicy.MaxBundleCAs,
+			MinRSABits:                      DefaultPolicy.MinRSABits,
+			Timeout:                         DefaultPolicy.Timeout,
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -114,6 +114,18 @@ func (p Policy) validate() []error {
 		bad("policy.expiring_critical (%s) is longer than policy.expiring_warning (%s)",
 			p.ExpiringCritical.D(), p.ExpiringWarning.D())
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"expiring_warning_lifetime_percent", p.ExpiringWarningLifetimePercent}, {"expiring_critical_lifetime_percent", p.ExpiringCriticalLifetimePercent}} {
+		if f.v < 1 || f.v > 100 {
+			bad("policy.%s %d: want 1..100 (100 turns the lifetime condition off)", f.name, f.v)
+		}
+	}
+	if p.ExpiringCriticalLifetimePercent > p.ExpiringWarningLifetimePercent {
+		bad("policy.expiring_critical_lifetime_percent (%d) is more than policy.expiring_warning_lifetime_percent (%d)",
+			p.ExpiringCriticalLifetimePercent, p.ExpiringWarningLifetimePercent)
+	}
 	if p.MaxBundleCAs < 0 || p.MinRSABits < 0 {
 		bad("policy: max_bundle_cas and min_rsa_bits must not be negative")
 	}

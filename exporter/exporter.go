@@ -269,7 +269,7 @@ func (x *Exporter) runRound(ctx context.Context) {
 	if x.repair != nil && r.Kubernetes {
 		x.repair.Offer(remediate.Work{Started: r.Started, Report: r.Report, Inputs: r.Inputs}, r.SourcesUp["kubernetes"])
 	}
-	x.log.Info("round complete", "findings", len(r.Report.Findings), "bindings", len(r.Report.Bindings),
+	x.log.Debug("round complete", "findings", len(r.Report.Findings), "bindings", len(r.Report.Bindings),
 		"duration_seconds", r.Finished.Sub(start).Seconds())
 }
 

@@ -204,6 +204,8 @@ func (x *Exporter) handler(metrics http.Handler) http.Handler {
 		Name:        "certdrift",
 		Description: "Desired, loaded and served certificates of Envoy, compared",
 		Version:     x.opt.Build.Version,
+		// The toolkit links pprof pages unless told otherwise; certdrift does not serve them.
+		Profiling: "false",
 		Links: []web.LandingLinks{
 			{Address: "/metrics", Text: "Metrics"},
 			{Address: "/-/ready", Text: "Readiness", Description: "200 once the first round is complete"},

@@ -189,7 +189,7 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 
 	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
 	inv = scopeDesired(inv, sc, refs)
-	log.Info("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
+	log.Debug("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
 	extra := s.inv.Fetch(ctx, unwatchedRefs(inv, refs))
 	if n := len(extra.Secrets) + len(extra.ConfigMaps); n > 0 {
 		log.Debug("mounted sources read by name", "sources", n)
@@ -288,7 +288,7 @@ func podContext(t kube.EnvoyTarget, risks []bind.MountRisk) *audit.PodContext {
 // audit reports the pod as unreachable instead of as an Envoy holding nothing.
 func snapshotPod(ctx context.Context, d *adminaccess.Dialer, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
 	failed := func(url string, err error) *envoystate.Snapshot {
-		log.Warn("envoy admin", "envoy", t.Key(), "err", err)
+		log.Debug("envoy admin not read (a finding)", "envoy", t.Key(), "err", err)
 		return &envoystate.Snapshot{AdminURL: url, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
 	}
 	conn, err := d.Open(ctx, t)

@@ -94,7 +94,7 @@ func readDesired(ds []config.Desired, opt Options, log *slog.Logger) []desired.O
 	forEach(len(ds), opt.Concurrency, func(i int) {
 		out[i] = files.Read(SourceOf(ds[i]), opt.Limits)
 		if err := out[i].Err; err != nil {
-			log.Warn("desired source not readable", "source", ds[i].Name, "err", err)
+			log.Debug("desired source not readable (a finding)", "source", ds[i].Name, "err", err)
 		} else {
 			log.Debug("desired source read", "source", ds[i].Name, "items", len(out[i].Items), "data_dir", out[i].DataDir)
 		}
@@ -115,7 +115,7 @@ func snapshotAdmins(ctx context.Context, es []config.Envoy, views []audit.EnvoyV
 			// so the audit reports the gap rather than an Envoy that looks empty.
 			err = fmt.Errorf("envoy %s admin %s: %w", e.Name, e.Admin, err)
 			views[i].Admin = &envoystate.Snapshot{AdminURL: e.Admin, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
-			log.Warn("envoy admin client", "envoy", e.Name, "err", err)
+			log.Debug("envoy admin client (a finding)", "envoy", e.Name, "err", err)
 			return
 		}
 		views[i].Admin = c.Snapshot(ctx)
@@ -140,7 +140,7 @@ func probeEndpoints(ctx context.Context, es []config.Envoy, views []audit.EnvoyV
 				pair, err := loadClientCert(cc.CertFile, cc.KeyFile)
 				if err != nil {
 					certErr = fmt.Errorf("load client certificate %s / %s for %s: %w", cc.CertFile, cc.KeyFile, ep.Address, err)
-					log.Warn("client certificate not loaded", "envoy", e.Name, "endpoint", ep.Address, "cert_file", cc.CertFile, "err", err)
+					log.Debug("client certificate not loaded (a finding)", "envoy", e.Name, "endpoint", ep.Address, "cert_file", cc.CertFile, "err", err)
 				} else {
 					t.ClientCert = &pair
 				}

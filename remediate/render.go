@@ -1,11 +1,13 @@
 package remediate
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/certdrift/certdrift/audit"
 )
@@ -38,19 +40,22 @@ func RenderJSON(w io.Writer, dryRun bool, results []Result, report audit.Report)
 	return nil
 }
 
-// RenderTable writes the results as the table that follows the audit's own.
+// RenderTable writes the results as the table that follows the audit's own, in its style: one
+// header, a row per action (strategy, target, outcome), and what happened wrapped below the row
+// at audit.TableWidth columns (the detail is a sentence, often longer than a terminal).
 func RenderTable(w io.Writer, dryRun bool, results []Result) error {
-	head := "reload"
+	head := "RELOAD"
 	if dryRun {
-		head = "reload plan (dry run: add --yes to act)"
+		head = "RELOAD PLAN (dry run: add --yes to act)"
 	}
-	fmt.Fprintf(w, "\n%s\n", head)
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "\n%s\n", head)
 	if len(results) == 0 {
-		_, err := fmt.Fprintln(w, "  nothing to reload: no Envoy is proven stale")
-		return err
+		fmt.Fprintln(bw, "  nothing to reload: no Envoy is proven stale")
+		return bw.Flush()
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  STRATEGY\tTARGET\tOUTCOME\tDETAIL")
+	rows := [][3]string{{"STRATEGY", "TARGET", "OUTCOME"}}
+	details := []string{""}
 	for _, res := range results {
 		target := res.Target.Envoy
 		if target == "" {
@@ -71,9 +76,51 @@ func RenderTable(w io.Writer, dryRun bool, results []Result) error {
 		if len(res.Replacements) > 0 {
 			detail += " [replaced by " + strings.Join(res.Replacements, ", ") + "]"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", strategy, target, outcome, detail)
+		rows = append(rows, [3]string{printable(strategy), printable(target), printable(outcome)})
+		details = append(details, printable(detail))
 	}
-	return tw.Flush()
+	var width [3]int
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	for i, r := range rows {
+		fmt.Fprintf(bw, "  %s%s  %s%s  %s\n", r[0], strings.Repeat(" ", width[0]-utf8.RuneCountInString(r[0])),
+			r[1], strings.Repeat(" ", width[1]-utf8.RuneCountInString(r[1])), r[2])
+		wrap(bw, "    ", details[i])
+	}
+	return bw.Flush()
+}
+
+// wrap writes text in lines of at most audit.TableWidth columns after indent; a word longer than
+// a line stays whole.
+func wrap(w io.Writer, indent, text string) {
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && utf8.RuneCountInString(indent+line+" "+word) > audit.TableWidth {
+			fmt.Fprintln(w, indent+line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		fmt.Fprintln(w, indent+line)
+	}
+}
+
+// printable keeps one cell on one terminal line: names and details carry text from pods,
+// Envoys and errors, so control and format characters are replaced.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // Failed counts the results that make a repair run unsuccessful: refused, failed, or skipped

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/certdrift/certdrift/audit"
@@ -27,9 +26,9 @@ type auditCmd struct {
 	AllowPartial bool `name:"allow-partial" env:"CERTDRIFT_ALLOW_PARTIAL" help:"Exit 0 even when coverage is incomplete (a source missing or unreadable, an admin or TLS endpoint unreachable, a binding not judged). By default anything not judged fails like a finding at --fail-on."`
 
 	// Kubernetes mode: used when --kubeconfig or --in-cluster is given instead of --config.
-	kubeFlags `embed:""`
+	kubeFlags `embed:"" group:"kube"`
 	// Repair (docs/repair.md): --reload, --yes and their guards.
-	reloadFlags `embed:""`
+	reloadFlags `embed:"" group:"repair"`
 }
 
 // Validate is called by kong after parsing, so a bad value is a usage error (exit 2).
@@ -60,19 +59,13 @@ func (c *auditCmd) Validate() error {
 
 func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error {
 	defer c.reloadFlags.closeReload()
+	if c.ConfigCheck {
+		return configCheck(io, c.Config, c.kubeFlags.enabled(), c.Output == "json")
+	}
 	if c.kubeFlags.enabled() {
 		return c.runKube(ctx, io, log)
 	}
 	cfg, err := config.Load(c.Config)
-	if c.ConfigCheck {
-		if err != nil {
-			// One problem per line: validation joins them with newlines already.
-			fmt.Fprintf(io.Err, "config invalid:\n%s\n", indent(err.Error()))
-			return &exitError{code: exitNoRun, err: err, silent: true}
-		}
-		_, werr := fmt.Fprintf(io.Out, "config OK: %d desired sources, %d envoys\n", len(cfg.Desired), len(cfg.Envoys))
-		return werr
-	}
 	if err != nil {
 		return noRun(err)
 	}
@@ -120,8 +113,8 @@ func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, run
 	}
 	if cov := report.Summary.Coverage; !cov.Complete && !c.AllowPartial {
 		return &exitError{code: exitFindings, err: fmt.Errorf(
-			"coverage incomplete: judged %d of %d bindings and %d of %d handshakes, %d input(s) not read; the report is not clean (--allow-partial accepts this)",
-			cov.BindingsJudged, cov.Bindings, cov.HandshakesJudged, cov.Handshakes, cov.Gaps)}
+			"coverage incomplete: judged %d of %s and %d of %s, %s not read; the report is not clean (--allow-partial accepts this)",
+			cov.BindingsJudged, plural(cov.Bindings, "binding"), cov.HandshakesJudged, plural(cov.Handshakes, "handshake"), plural(cov.Gaps, "input"))}
 	}
 	return nil
 }
@@ -135,8 +128,4 @@ func (c *auditCmd) policy(p config.Policy) config.Policy {
 		p.Grace = config.Duration(c.Grace)
 	}
 	return p
-}
-
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }

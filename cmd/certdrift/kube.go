@@ -44,15 +44,7 @@ func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) e
 	if c.Config != "" {
 		var err error
 		if cfg, err = config.LoadCluster(c.Config); err != nil {
-			if c.ConfigCheck {
-				fmt.Fprintf(io.Err, "config invalid:\n%s\n", indent(err.Error()))
-				return &exitError{code: exitNoRun, err: err, silent: true}
-			}
 			return noRun(err)
-		}
-		if c.ConfigCheck {
-			_, werr := fmt.Fprintf(io.Out, "config OK (Kubernetes mode): %d pairings\n", len(cfg.Pairings))
-			return werr
 		}
 	}
 	policy := c.policy(cfg.Policy)

@@ -20,30 +20,30 @@ import (
 // kubeFlags are the Kubernetes-mode flags, shared by `audit` and `serve` so that both read a
 // cluster the same way.
 type kubeFlags struct {
-	Kubeconfig  string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_KUBECONFIG" help:"Kubernetes mode: audit the Envoy pods of the cluster in this kubeconfig."`
+	Kubeconfig  string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_KUBECONFIG" help:"Audit the Envoy pods of the cluster in this kubeconfig."`
 	InCluster   bool          `name:"in-cluster" env:"CERTDRIFT_IN_CLUSTER" help:"Kubernetes mode with the pod's ServiceAccount (when certdrift runs in the cluster)."`
-	Context     string        `name:"context" env:"CERTDRIFT_CONTEXT" help:"Kubernetes mode: kubeconfig context (default: its current context)."`
-	Namespace   []string      `name:"namespace" sep:"," env:"CERTDRIFT_NAMESPACE" help:"Kubernetes mode: only these namespaces (repeatable or comma-separated); namespace-scoped Roles suffice."`
-	Selector    []string      `name:"selector" sep:"none" env:"CERTDRIFT_SELECTOR" help:"Kubernetes mode: only pods matching this label selector (repeatable: a pod matching any is considered)."`
-	Preset      []string      `name:"preset" sep:"," env:"CERTDRIFT_PRESET" help:"Kubernetes mode: kinds of Envoy to discover (envoy, istio, envoy-gateway, annotated; default all)."`
-	AdminAccess string        `name:"admin-access" default:"auto" enum:"auto,direct,port-forward" env:"CERTDRIFT_ADMIN_ACCESS" help:"Kubernetes mode: reach Envoy admins by pod IP, API-server port-forward, or auto (pod IP, else port-forward): ${enum}."`
-	SyncTimeout time.Duration `default:"30s" env:"CERTDRIFT_SYNC_TIMEOUT" help:"Kubernetes mode: how long to wait for the initial list of Secrets and pods."`
+	Context     string        `name:"context" env:"CERTDRIFT_CONTEXT" help:"Kubeconfig context (default: its current context)."`
+	Namespace   []string      `name:"namespace" sep:"," env:"CERTDRIFT_NAMESPACE" help:"Only these namespaces (repeatable or comma-separated); namespace-scoped Roles suffice."`
+	Selector    []string      `name:"selector" sep:"none" env:"CERTDRIFT_SELECTOR" help:"Only pods matching this label selector (repeatable: a pod matching any is considered)."`
+	Preset      []string      `name:"preset" sep:"," env:"CERTDRIFT_PRESET" help:"Kinds of Envoy to discover (envoy, istio, envoy-gateway, annotated; default all)."`
+	AdminAccess string        `name:"admin-access" default:"auto" enum:"auto,direct,port-forward" env:"CERTDRIFT_ADMIN_ACCESS" help:"Reach Envoy admins by pod IP, API-server port-forward, or auto (pod IP, else port-forward): ${enum}."`
+	SyncTimeout time.Duration `default:"30s" env:"CERTDRIFT_SYNC_TIMEOUT" help:"How long to wait for the initial list of Secrets and pods."`
 
 	// Inventory: what the API server sends. Every filter here is applied server-side (field and
 	// label selectors), because memory and API-server load are what users hold against peer tools.
-	ExcludeNamespace  []string `name:"exclude-namespace" sep:"," env:"CERTDRIFT_EXCLUDE_NAMESPACE" help:"Kubernetes mode: leave out these namespaces (repeatable or comma-separated; not with --namespace)."`
-	SecretType        []string `name:"secret-type" sep:"," default:"kubernetes.io/tls" env:"CERTDRIFT_SECRET_TYPE" help:"Kubernetes mode: Secret types read with the tls.crt/tls.key/ca.crt layout, one server-side field selector each (repeatable). Opaque Secrets are read through --secret-layout."`
-	SecretLayout      []string `name:"secret-layout" sep:"none" placeholder:"cert=K,key=K,ca=K" env:"CERTDRIFT_SECRET_LAYOUT" help:"Kubernetes mode: also read Opaque Secrets with these keys (repeatable), e.g. cert=cert,key=key,ca=cacert (Istio generic), cert=*.crt,key=*.key,ca=ca.crt (one item per name), or ca=ca.crt alone for trust-bundle Secrets holding no certificate (applied when no cert layout matches). Without it, Opaque Secrets that Envoy pods mount or name are still read, with ca.crt or cacert as a CA-only bundle."`
-	SecretSelector    string   `name:"secret-selector" env:"CERTDRIFT_SECRET_SELECTOR" help:"Kubernetes mode: only Secrets matching this label selector (applied by the API server)."`
-	ConfigMapSelector string   `name:"configmap-selector" env:"CERTDRIFT_CONFIGMAP_SELECTOR" help:"Kubernetes mode: read CA-bundle ConfigMaps matching this label selector (none are read without it or --configmap)."`
-	ConfigMap         []string `name:"configmap" sep:"," env:"CERTDRIFT_CONFIGMAP" help:"Kubernetes mode: CA-bundle ConfigMaps by name, \"name\" in every namespace (e.g. istio-ca-root-cert) or \"namespace/name\" (repeatable)."`
-	KubeQPS           float32  `name:"kube-qps" default:"50" env:"CERTDRIFT_KUBE_QPS" help:"Kubernetes mode: sustained requests per second to the API server."`
-	KubeBurst         int      `name:"kube-burst" default:"100" env:"CERTDRIFT_KUBE_BURST" help:"Kubernetes mode: request burst to the API server."`
+	ExcludeNamespace  []string `name:"exclude-namespace" sep:"," env:"CERTDRIFT_EXCLUDE_NAMESPACE" help:"Leave out these namespaces (repeatable or comma-separated; not with --namespace)."`
+	SecretType        []string `name:"secret-type" sep:"," default:"kubernetes.io/tls" env:"CERTDRIFT_SECRET_TYPE" help:"Secret types read with the tls.crt/tls.key/ca.crt layout, one server-side field selector each (repeatable). Opaque Secrets are read through --secret-layout."`
+	SecretLayout      []string `name:"secret-layout" sep:"none" placeholder:"cert=K,key=K,ca=K" env:"CERTDRIFT_SECRET_LAYOUT" help:"Also read Opaque Secrets with these keys (repeatable), e.g. cert=cert,key=key,ca=cacert (Istio generic), cert=*.crt,key=*.key,ca=ca.crt (one item per name), or ca=ca.crt alone for trust-bundle Secrets holding no certificate (applied when no cert layout matches). Without it, Opaque Secrets that Envoy pods mount or name are still read, with ca.crt or cacert as a CA-only bundle."`
+	SecretSelector    string   `name:"secret-selector" env:"CERTDRIFT_SECRET_SELECTOR" help:"Only Secrets matching this label selector (applied by the API server)."`
+	ConfigMapSelector string   `name:"configmap-selector" env:"CERTDRIFT_CONFIGMAP_SELECTOR" help:"Read CA-bundle ConfigMaps matching this label selector (none are read without it or --configmap)."`
+	ConfigMap         []string `name:"configmap" sep:"," env:"CERTDRIFT_CONFIGMAP" help:"CA-bundle ConfigMaps by name, \"name\" in every namespace (e.g. istio-ca-root-cert) or \"namespace/name\" (repeatable)."`
+	KubeQPS           float32  `name:"kube-qps" default:"50" env:"CERTDRIFT_KUBE_QPS" help:"Sustained requests per second to the API server."`
+	KubeBurst         int      `name:"kube-burst" default:"100" env:"CERTDRIFT_KUBE_BURST" help:"Request burst to the API server."`
 
 	// InventoryOnly is for the scale benchmark (test/scale): the audit has no mode that stops
 	// after the desired view, and timing the whole audit would mix the inventory with judging
 	// ten thousand Secrets. Hidden: it is a measurement hook, not a feature.
-	InventoryOnly bool `name:"inventory-only" hidden:"" help:"Kubernetes mode: read the Secret inventory to completion, print its size as JSON and exit."`
+	InventoryOnly bool `name:"inventory-only" hidden:"" help:"Read the Secret inventory to completion, print its size as JSON and exit."`
 }
 
 // enabled reports whether Kubernetes mode was asked for.

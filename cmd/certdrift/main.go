@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -25,11 +26,13 @@ const (
 
 // cli is the root of the command line.
 type cli struct {
-	Log logFlags `embed:"" prefix:"log."`
+	Log         logFlags         `embed:"" prefix:"log."`
+	VersionFlag kong.VersionFlag `name:"version" help:"Print the version, commit and Go version, and exit."`
 
 	Audit   auditCmd   `cmd:"" help:"Compare desired, loaded and served certificates once and report the findings."`
 	Serve   serveCmd   `cmd:"" help:"Keep comparing and expose views, findings, drift age and rotation convergence as Prometheus metrics."`
 	Version versionCmd `cmd:"" help:"Print the version, commit and Go version."`
+	Help    helpCmd    `cmd:"" help:"Show help for a command: certdrift help audit."`
 
 	Healthcheck healthcheckCmd `cmd:"" help:"GET /-/ready and /metrics of a running certdrift serve over plain HTTP; exit 0 when both answer 200 with certdrift's exposition (the Helm chart's helm test pod)."`
 }
@@ -69,6 +72,15 @@ func main() {
 	os.Exit(code)
 }
 
+// commandName is the chosen command's first word ("audit", "serve"), for command-dependent
+// defaults.
+func commandName(kctx *kong.Context) string {
+	if f := strings.Fields(kctx.Command()); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
 // run parses args, runs the chosen command and returns the process exit code.
 func run(ctx context.Context, args []string, io streams) int {
 	var c cli
@@ -78,6 +90,8 @@ func run(ctx context.Context, args []string, io streams) int {
 		kong.Writers(io.Out, io.Err),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"version": currentBuild().text()},
+		kong.ExplicitGroups(flagGroups),
 	)
 	if err != nil {
 		// The CLI model itself is wrong: a programming error, but still not a crash.
@@ -97,7 +111,7 @@ func run(ctx context.Context, args []string, io streams) int {
 		parser.Errorf("%s", err)
 		return exitNoRun
 	}
-	log, err := c.Log.logger(io.Err)
+	log, err := c.Log.logger(io.Err, commandName(kctx))
 	if err != nil {
 		parser.Errorf("%s", err)
 		return exitNoRun

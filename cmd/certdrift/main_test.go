@@ -120,6 +120,21 @@ func TestHelp(t *testing.T) {
 			args:   []string{"audit", "--help"},
 			want:   []string{"--config", "--config.check", "--fail-on", "--output", "--timeout", "--concurrency", "CERTDRIFT_CONFIG", "CERTDRIFT_FAIL_ON"},
 		},
+		"HelpCommand": {
+			reason: "certdrift help is the root help, as git and kubectl have it",
+			args:   []string{"help"},
+			want:   []string{"Usage: certdrift <command>", "audit", "serve", "help"},
+		},
+		"HelpAudit": {
+			reason: "certdrift help audit is audit --help: examples, then the flags in groups",
+			args:   []string{"help", "audit"},
+			want:   []string{"Usage: certdrift audit", "Examples:", "certdrift audit --config certdrift.yaml", "Kubernetes mode (with --kubeconfig or --in-cluster):", "Repair (docs/repair.md):", "--reload"},
+		},
+		"ServeGroups": {
+			reason: "serve --help groups the web flags apart from the Kubernetes and repair ones",
+			args:   []string{"serve", "--help"},
+			want:   []string{"Examples:", "--config.check", "Exposition (the metrics and probe ports):", "--web.listen-address", "Kubernetes mode (with --kubeconfig or --in-cluster):", "Repair (docs/repair.md):", "--remediate"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -145,6 +160,19 @@ func TestVersion(t *testing.T) {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("version output lacks %q (set by -ldflags -X or the Go runtime)\n%s", w, r)
 		}
+	}
+	// --version prints what the command prints.
+	flag := certdrift(t, nil, "--version")
+	if flag.code != codeClean || flag.stdout != r.stdout {
+		t.Errorf("certdrift --version: want exit 0 and the output of certdrift version (%q)\n%s", r.stdout, flag)
+	}
+}
+
+// TestHelpUnknownCommand: help for a command that does not exist is a usage error, not help.
+func TestHelpUnknownCommand(t *testing.T) {
+	r := certdrift(t, nil, "help", "bogus")
+	if r.code != codeNoRun || !strings.Contains(r.stderr, "bogus") || strings.Contains(r.stdout, "Usage:") {
+		t.Errorf("certdrift help bogus: want exit %d naming bogus on stderr and no help\n%s", codeNoRun, r)
 	}
 }
 
@@ -218,7 +246,41 @@ envoys:
 		"Good": {
 			reason: "a valid config is summarised",
 			args:   []string{"audit", "--config.check", "--config", good},
-			stdout: []string{"config OK: 2 desired sources, 1 envoys"},
+			stdout: []string{"config OK: 2 desired sources, 1 envoy\n"},
+		},
+		"ServeGood": {
+			reason: "serve --config.check validates and exits, as blackbox_exporter's does",
+			args:   []string{"serve", "--config.check", "--config", good},
+			stdout: []string{"config OK: 2 desired sources, 1 envoy\n"},
+		},
+		"ServeBad": {
+			reason:   "serve --config.check of a bad file exits 2 and names the field",
+			args:     []string{"serve", "--config.check", "--config", bad},
+			wantCode: codeNoRun,
+			stderr:   []string{"is invalid", "cert_fiel", "line 5"},
+		},
+		"ServeBadFlag": {
+			reason:   "serve --config.check checks the flags too",
+			args:     []string{"serve", "--config.check", "--config", good, "--web.max-requests", "0"},
+			wantCode: codeNoRun,
+			stderr:   []string{"--web.max-requests"},
+		},
+		"KubeModeFile": {
+			reason:   "with --kubeconfig the file may hold only pairings and policy: checked as Kubernetes mode reads it",
+			args:     []string{"audit", "--config.check", "--config", good, "--kubeconfig", good},
+			wantCode: codeNoRun,
+			stderr:   []string{"desired and envoys are not used with --kubeconfig"},
+		},
+		"JSONGood": {
+			reason: "audit --config.check -o json prints a JSON verdict",
+			args:   []string{"audit", "--config.check", "--config", good, "-o", "json"},
+			stdout: []string{`"valid": true`, `"desired_sources": 2`, `"envoys": 1`, `"errors": []`},
+		},
+		"JSONBad": {
+			reason:   "a bad file's JSON verdict lists each error with its line and field, on stdout",
+			args:     []string{"audit", "--config.check", "--config", bad, "-o", "json"},
+			wantCode: codeNoRun,
+			stdout:   []string{`"valid": false`, `"line": 5`, `"field": "desired[0].cert_fiel"`},
 		},
 		"GoodFromEnv": {
 			reason: "CERTDRIFT_CONFIG and CERTDRIFT_CONFIG_CHECK stand in for the flags",
@@ -398,8 +460,16 @@ func TestAuditClean(t *testing.T) {
 	if r.code != codeClean {
 		t.Fatalf("fresh certificates and no Envoys: want exit 0\n%s", r)
 	}
-	if !strings.HasPrefix(strings.TrimSpace(r.stdout), "clean:") {
+	if !strings.HasPrefix(r.stdout, "certdrift audit at ") || !strings.Contains(r.stdout, "\nclean: 0 findings") {
 		t.Errorf("a clean audit says so\n%s", r)
+	}
+	// The report is the output: a run that went well leaves stderr empty unless asked.
+	if r.stderr != "" {
+		t.Errorf("a clean audit wrote to stderr at the default log level\n%s", r)
+	}
+	// Control: the same run at --log.level info does log, so the check above can fail.
+	if r := certdrift(t, []string{"CERTDRIFT_LOG_LEVEL=info"}, "audit", "--config", cfg); !strings.Contains(r.stderr, "audit finished") {
+		t.Errorf("--log.level info (from the environment) logs the audit's end\n%s", r)
 	}
 }
 

@@ -23,14 +23,15 @@ import (
 // own schedule (and early on Kubernetes changes); scrapes read the latest round.
 type serveCmd struct {
 	Config        string        `type:"path" placeholder:"FILE" env:"CERTDRIFT_CONFIG" help:"YAML configuration file: the whole local mode, or with --kubeconfig only pairings and policy; reloaded on SIGHUP and POST /-/reload."`
-	ListenAddress []string      `name:"web.listen-address" default:":9809" env:"CERTDRIFT_WEB_LISTEN_ADDRESS" help:"Addresses to serve metrics on (repeatable)."`
-	WebConfigFile string        `name:"web.config.file" type:"path" placeholder:"FILE" env:"CERTDRIFT_WEB_CONFIG_FILE" help:"exporter-toolkit web configuration (TLS, client certificates, basic auth)."`
-	ProbeAddress  string        `name:"web.probe-address" placeholder:"ADDR" env:"CERTDRIFT_WEB_PROBE_ADDRESS" help:"Optional plain-HTTP address serving only /-/healthy and /-/ready, for kubelet probes when the metrics port requires TLS or auth."`
-	ScrapeTimeout time.Duration `name:"web.scrape-timeout" default:"10s" env:"CERTDRIFT_WEB_SCRAPE_TIMEOUT" help:"Most time one /metrics request may take."`
-	MaxRequests   int           `name:"web.max-requests" default:"10" env:"CERTDRIFT_WEB_MAX_REQUESTS" help:"Most /metrics requests served at once; more get 503."`
-	MaxConns      int           `name:"web.max-connections" default:"512" env:"CERTDRIFT_WEB_MAX_CONNECTIONS" help:"Most connections held open by the metrics addresses together, and by the probe address; over it the longest-idle connection is closed."`
-	IdleTimeout   time.Duration `name:"web.idle-timeout" default:"15s" env:"CERTDRIFT_WEB_IDLE_TIMEOUT" help:"How long a keep-alive connection may wait for its next request."`
-	HeaderTimeout time.Duration `name:"web.read-header-timeout" default:"5s" env:"CERTDRIFT_WEB_READ_HEADER_TIMEOUT" help:"How long a client may take to send its request headers (and its TLS handshake)."`
+	ConfigCheck   bool          `name:"config.check" env:"CERTDRIFT_CONFIG_CHECK" help:"Only validate the flags and the configuration file, print the verdict and exit (0 valid, 2 not)."`
+	ListenAddress []string      `name:"web.listen-address" group:"web" default:":9809" env:"CERTDRIFT_WEB_LISTEN_ADDRESS" help:"Addresses to serve metrics on (repeatable)."`
+	WebConfigFile string        `name:"web.config.file" group:"web" type:"path" placeholder:"FILE" env:"CERTDRIFT_WEB_CONFIG_FILE" help:"exporter-toolkit web configuration (TLS, client certificates, basic auth)."`
+	ProbeAddress  string        `name:"web.probe-address" group:"web" placeholder:"ADDR" env:"CERTDRIFT_WEB_PROBE_ADDRESS" help:"Optional plain-HTTP address serving only /-/healthy and /-/ready, for kubelet probes when the metrics port requires TLS or auth."`
+	ScrapeTimeout time.Duration `name:"web.scrape-timeout" group:"web" default:"10s" env:"CERTDRIFT_WEB_SCRAPE_TIMEOUT" help:"Most time one /metrics request may take."`
+	MaxRequests   int           `name:"web.max-requests" group:"web" default:"10" env:"CERTDRIFT_WEB_MAX_REQUESTS" help:"Most /metrics requests served at once; more get 503."`
+	MaxConns      int           `name:"web.max-connections" group:"web" default:"512" env:"CERTDRIFT_WEB_MAX_CONNECTIONS" help:"Most connections held open by the metrics addresses together, and by the probe address; over it the longest-idle connection is closed."`
+	IdleTimeout   time.Duration `name:"web.idle-timeout" group:"web" default:"15s" env:"CERTDRIFT_WEB_IDLE_TIMEOUT" help:"How long a keep-alive connection may wait for its next request."`
+	HeaderTimeout time.Duration `name:"web.read-header-timeout" group:"web" default:"5s" env:"CERTDRIFT_WEB_READ_HEADER_TIMEOUT" help:"How long a client may take to send its request headers (and its TLS handshake)."`
 	Interval      time.Duration `default:"30s" env:"CERTDRIFT_INTERVAL" help:"Time between rounds of admin reads and handshakes."`
 	Jitter        float64       `default:"0.1" env:"CERTDRIFT_JITTER" help:"Fraction of --interval by which each wait is randomly shortened or lengthened, so replicas do not probe in step."`
 	RoundTimeout  time.Duration `name:"round-timeout" default:"0s" env:"CERTDRIFT_ROUND_TIMEOUT" help:"Deadline for one round; 0 means --interval."`
@@ -41,8 +42,8 @@ type serveCmd struct {
 	Shard         int           `default:"0" env:"CERTDRIFT_SHARD" help:"This replica's shard, 0..--total-shards-1."`
 	TotalShards   int           `name:"total-shards" default:"1" env:"CERTDRIFT_TOTAL_SHARDS" help:"Number of replicas splitting pods and Secrets by a stable hash of namespace/name."`
 
-	kubeFlags      `embed:""`
-	remediateFlags `embed:""`
+	kubeFlags      `embed:"" group:"kube"`
+	remediateFlags `embed:"" group:"repair"`
 }
 
 func (c *serveCmd) Validate() error {
@@ -77,6 +78,8 @@ func (c *serveCmd) Validate() error {
 	switch {
 	case c.Config == "" && !c.kubeFlags.enabled():
 		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
+	case c.ConfigCheck && c.Config == "":
+		return errors.New("--config.check needs --config")
 	}
 	if c.WebConfigFile != "" {
 		if err := exporter.ValidateWebConfig(c.WebConfigFile); err != nil {
@@ -86,7 +89,11 @@ func (c *serveCmd) Validate() error {
 	return nil
 }
 
-func (c *serveCmd) Run(ctx context.Context, log *slog.Logger, b buildInfo) error {
+func (c *serveCmd) Run(ctx context.Context, io *streams, log *slog.Logger, b buildInfo) error {
+	if c.ConfigCheck {
+		// Validate has checked the flags (and --web.config.file) already.
+		return configCheck(io, c.Config, c.kubeFlags.enabled(), false)
+	}
 	x, err := exporter.New(exporter.Options{
 		Config: c.Config, Kubernetes: c.kubeFlags.enabled(),
 		Interval: c.Interval, Jitter: c.Jitter, RoundTimeout: c.RoundTimeout, Debounce: c.Debounce,

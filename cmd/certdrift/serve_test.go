@@ -182,8 +182,29 @@ func TestServeLifecycle(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if code, body := get(t, "GET", metricsURL+"/"); code != http.StatusOK || !strings.Contains(body, "certdrift") {
+	code, landing := get(t, "GET", metricsURL+"/")
+	if code != http.StatusOK || !strings.Contains(landing, "certdrift") {
 		t.Errorf("landing page: %d, body without the name", code)
+	}
+	// Every link on the landing page answers 200 (now that the first round is done): no link to
+	// a page this server does not serve, such as pprof's.
+	links := regexp.MustCompile(`href="([^"]+)"`).FindAllStringSubmatch(landing, -1)
+	if len(links) < 3 {
+		t.Errorf("landing page has %d links, want at least /metrics, /-/ready and /-/healthy:\n%s", len(links), landing)
+	}
+	for _, l := range links {
+		u := l[1]
+		if !strings.HasPrefix(u, "/") {
+			t.Errorf("landing page links %q, outside this server", u)
+			continue
+		}
+		if code, _ := get(t, "GET", metricsURL+u); code != http.StatusOK {
+			t.Errorf("landing page link %s answers %d, want 200", u, code)
+		}
+	}
+	// Control: pprof is not served, so a pprof link (the toolkit's default) would fail above.
+	if code, _ := get(t, "GET", metricsURL+"/debug/pprof/heap"); code != http.StatusNotFound {
+		t.Errorf("/debug/pprof/heap answers %d: if pprof is served now, its links may return to the landing page", code)
 	}
 	if code, _ := get(t, "GET", probeURL+"/metrics"); code != http.StatusNotFound {
 		t.Errorf("probe port serves /metrics (%d): it must serve health only", code)

@@ -24,6 +24,11 @@ func currentBuild() buildInfo {
 type versionCmd struct{}
 
 func (versionCmd) Run(io *streams, b buildInfo, _ *slog.Logger) error {
-	_, err := fmt.Fprintf(io.Out, "certdrift %s\ncommit: %s\ngo: %s\n", b.Version, b.Commit, b.GoVersion)
+	_, err := fmt.Fprintln(io.Out, b.text())
 	return err
+}
+
+// text is what `certdrift version` and `certdrift --version` print (without the final newline).
+func (b buildInfo) text() string {
+	return fmt.Sprintf("certdrift %s\ncommit: %s\ngo: %s", b.Version, b.Commit, b.GoVersion)
 }

@@ -159,7 +159,9 @@ type exporter struct{ *cdbin.Serve }
 
 func startServe(t *testing.T, args ...string) *exporter {
 	t.Helper()
-	return &exporter{cdbin.StartServe(t, bin, args...)}
+	// rounds() counts the "round complete" lines, which serve logs at debug (a daemon's info log
+	// is not a line per round); a later --log.level in args still wins.
+	return &exporter{cdbin.StartServe(t, bin, append([]string{"--log.level", "debug"}, args...)...)}
 }
 
 func (x *exporter) rounds() int { return strings.Count(x.Logs.String(), `msg="round complete"`) }
