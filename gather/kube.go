@@ -65,6 +65,8 @@ type Session struct {
 	inv    *inventory.Inventory
 	disc   *discovery.Discovery
 	dialer *adminaccess.Dialer
+	// memo keeps each pod's parsed admin answers between rounds (envoyadmin.Memo).
+	memo   envoyadmin.Memo
 	policy config.Policy
 	opt    KubeOptions
 	stop   context.CancelFunc
@@ -170,6 +172,11 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 	opt, log := s.opt, s.opt.Log
 	inv := s.inv.Snapshot()
 	snap := s.disc.Targets(ctx)
+	live := make([]string, len(snap.Targets))
+	for i, t := range snap.Targets {
+		live[i] = t.Key()
+	}
+	s.memo.Retain(live) // every discovered pod, so that a narrower scope keeps the others' entries
 	snap.Targets = scopeTargets(shardTargets(snap.Targets, opt.Shard), sc)
 	for _, e := range snap.Errors {
 		log.Warn("envoy discovery", "source", e.Source, "err", e.Err)
@@ -182,7 +189,7 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 			log.Warn("envoy pod annotation", "envoy", t.Key(), "err", e)
 		}
 		if t.AdminPort > 0 {
-			admins[i] = snapshotPod(ctx, s.dialer, t, opt.Timeout, log)
+			admins[i] = snapshotPod(ctx, s.dialer, &s.memo, t, opt.Timeout, log)
 		}
 	})
 	s.dialer.CloseIdle()
@@ -286,7 +293,7 @@ func podContext(t kube.EnvoyTarget, risks []bind.MountRisk) *audit.PodContext {
 
 // snapshotPod reads one pod's admin; a failure is recorded on every part of the snapshot, so the
 // audit reports the pod as unreachable instead of as an Envoy holding nothing.
-func snapshotPod(ctx context.Context, d *adminaccess.Dialer, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
+func snapshotPod(ctx context.Context, d *adminaccess.Dialer, memo *envoyadmin.Memo, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
 	failed := func(url string, err error) *envoystate.Snapshot {
 		log.Warn("envoy admin", "envoy", t.Key(), "err", err)
 		return &envoystate.Snapshot{AdminURL: url, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
@@ -296,7 +303,8 @@ func snapshotPod(ctx context.Context, d *adminaccess.Dialer, t kube.EnvoyTarget,
 		return failed(fmt.Sprintf("pod %s admin port %d", t.Key(), t.AdminPort), err)
 	}
 	defer conn.Close()
-	c, err := envoyadmin.New(conn.BaseURL, envoyadmin.Options{HTTPClient: conn.HTTPClient, Timeout: timeout})
+	// The memo is keyed by pod: a port-forward's local URL changes with its session.
+	c, err := envoyadmin.New(conn.BaseURL, envoyadmin.Options{HTTPClient: conn.HTTPClient, Timeout: timeout, Memo: memo, MemoKey: t.Key()})
 	if err != nil {
 		return failed(conn.BaseURL, fmt.Errorf("envoy %s admin %s: %w", t.Key(), conn.BaseURL, err))
 	}

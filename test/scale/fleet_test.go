@@ -288,7 +288,7 @@ func checkFleetReport(t *testing.T, rep fleetReport, pods int, mode, out string)
 	t.Helper()
 	c := rep.Summary.Coverage
 	if rep.Summary.Envoys != pods || c.Handshakes != 2*pods || c.HandshakesJudged != 2*pods || !c.Complete {
-		t.Fatalf("audit %s: %d envoys, %d of %d handshakes judged, complete %v (gaps %d), want %d envoys and %d handshakes\n%s",
+		t.Errorf("audit %s: %d envoys, %d of %d handshakes judged, complete %v (gaps %d), want %d envoys and %d handshakes\n%s",
 			mode, rep.Summary.Envoys, c.HandshakesJudged, c.Handshakes, c.Complete, c.Gaps, pods, 2*pods, tail(out, 3000))
 	}
 }
