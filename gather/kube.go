@@ -50,6 +50,13 @@ type KubeOptions struct {
 	// PairingSources are the sources that declared pairings name ("namespace/name",
 	// "configmap:namespace/name"): read by name when the informers do not watch them.
 	PairingSources []string
+	// AdminIdleTimeout and AdminMaxSessions bound the port-forward sessions kept between rounds
+	// (adminaccess.Options IdleTimeout and MaxSessions). Defaults: DefaultAdminIdleTimeout, longer
+	// than serve's default interval so that a session outlives the gap to the next round, and
+	// DefaultAdminMaxSessions, a session per pod for fleets that size (issue 20: setting up a
+	// session per pod per round made port-forward rounds twice as long as direct ones).
+	AdminIdleTimeout time.Duration
+	AdminMaxSessions int
 	// Shard, when set, keeps only the Envoy pods it returns true for: the others are neither
 	// read over admin nor handshaken. The exporter's --shard/--total-shards sets it, so that N
 	// replicas split the probing and not only the exposition. Every Secret stays in the desired
@@ -57,6 +64,12 @@ type KubeOptions struct {
 	Shard func(namespace, pod string) bool
 	Options
 }
+
+// Defaults of KubeOptions' port-forward session bounds.
+const (
+	DefaultAdminIdleTimeout = 2 * time.Minute
+	DefaultAdminMaxSessions = 256
+)
 
 // Session holds the informers of the Kubernetes mode: the Secret/ConfigMap inventory and
 // Envoy discovery stay current between rounds, so a one-shot audit lists once and the exporter
@@ -98,7 +111,14 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 	if err != nil {
 		return nil, err
 	}
-	dialer, err := adminaccess.New(rc, adminaccess.Options{Mode: opt.AdminMode, Logger: log})
+	if opt.AdminIdleTimeout <= 0 {
+		opt.AdminIdleTimeout = DefaultAdminIdleTimeout
+	}
+	if opt.AdminMaxSessions <= 0 {
+		opt.AdminMaxSessions = DefaultAdminMaxSessions
+	}
+	dialer, err := adminaccess.New(rc, adminaccess.Options{Mode: opt.AdminMode, Logger: log,
+		IdleTimeout: opt.AdminIdleTimeout, MaxSessions: opt.AdminMaxSessions})
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +212,7 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 			admins[i] = snapshotPod(ctx, s.dialer, &s.memo, t, opt.Timeout, log)
 		}
 	})
-	s.dialer.CloseIdle()
+	// Port-forward sessions stay open for the next round (AdminIdleTimeout closes the unused).
 
 	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
 	inv = scopeDesired(inv, sc, refs)
