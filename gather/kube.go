@@ -172,6 +172,10 @@ func (s *Session) OpenAdmin(ctx context.Context, namespace, pod string) (*admina
 
 // KubeOnce is one audit's worth of a Session: start, one round, close.
 func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeOptions) (audit.Inputs, error) {
+	if opt.AdminMaxSessions <= 0 {
+		// No next round to keep sessions for: a few at a time, each closed for the next pod.
+		opt.AdminMaxSessions = adminaccess.DefaultAdminMaxSessions
+	}
 	s, err := Start(ctx, rc, policy, opt)
 	if err != nil {
 		return audit.Inputs{}, err
