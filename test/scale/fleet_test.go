@@ -234,6 +234,11 @@ func TestFleetRoundsHelper(t *testing.T) {
 		}
 		fmt.Printf("ROUND %d %s: %d pods, wall %.3fs, cpu %.3fs (%.2f ms/pod)\n", r+1, mode, want, wall.Seconds(), cpu.Seconds(),
 			cpu.Seconds()*1000/float64(want))
+		// Sessions are what makes port-forward rounds as cheap as direct ones: one per pod,
+		// still open for the next round.
+		if n := s.AdminSessions(); mode == adminaccess.PortForward && n != want {
+			t.Errorf("round %d: %d port-forward sessions open after the round, want one per pod (%d)", r+1, n, want)
+		}
 		if r > 0 { // the first round opens every connection and session
 			walls, cpus = append(walls, wall.Seconds()), append(cpus, cpu.Seconds())
 		}
