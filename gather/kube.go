@@ -50,6 +50,13 @@ type KubeOptions struct {
 	// PairingSources are the sources that declared pairings name ("namespace/name",
 	// "configmap:namespace/name"): read by name when the informers do not watch them.
 	PairingSources []string
+	// AdminIdleTimeout and AdminMaxSessions bound the port-forward sessions kept between rounds
+	// (adminaccess.Options IdleTimeout and MaxSessions). Defaults: DefaultAdminIdleTimeout, longer
+	// than serve's default interval so that a session outlives the gap to the next round, and
+	// DefaultAdminMaxSessions, a session per pod for fleets that size (issue 20: setting up a
+	// session per pod per round made port-forward rounds twice as long as direct ones).
+	AdminIdleTimeout time.Duration
+	AdminMaxSessions int
 	// Shard, when set, keeps only the Envoy pods it returns true for: the others are neither
 	// read over admin nor handshaken. The exporter's --shard/--total-shards sets it, so that N
 	// replicas split the probing and not only the exposition. Every Secret stays in the desired
@@ -58,6 +65,12 @@ type KubeOptions struct {
 	Options
 }
 
+// Defaults of KubeOptions' port-forward session bounds.
+const (
+	DefaultAdminIdleTimeout = 2 * time.Minute
+	DefaultAdminMaxSessions = 256
+)
+
 // Session holds the informers of the Kubernetes mode: the Secret/ConfigMap inventory and
 // Envoy discovery stay current between rounds, so a one-shot audit lists once and the exporter
 // keeps watching. Start it with Start, take rounds with Gather, stop it with Close.
@@ -65,6 +78,8 @@ type Session struct {
 	inv    *inventory.Inventory
 	disc   *discovery.Discovery
 	dialer *adminaccess.Dialer
+	// memo keeps each pod's parsed admin answers between rounds (envoyadmin.Memo).
+	memo   envoyadmin.Memo
 	policy config.Policy
 	opt    KubeOptions
 	stop   context.CancelFunc
@@ -96,7 +111,14 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 	if err != nil {
 		return nil, err
 	}
-	dialer, err := adminaccess.New(rc, adminaccess.Options{Mode: opt.AdminMode, Logger: log})
+	if opt.AdminIdleTimeout <= 0 {
+		opt.AdminIdleTimeout = DefaultAdminIdleTimeout
+	}
+	if opt.AdminMaxSessions <= 0 {
+		opt.AdminMaxSessions = DefaultAdminMaxSessions
+	}
+	dialer, err := adminaccess.New(rc, adminaccess.Options{Mode: opt.AdminMode, Logger: log,
+		IdleTimeout: opt.AdminIdleTimeout, MaxSessions: opt.AdminMaxSessions})
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +157,10 @@ func (s *Session) Close() {
 
 // Inventory and Discovery expose the informers, for health and metrics.
 func (s *Session) Inventory() *inventory.Inventory { return s.inv }
+
+// AdminSessions is how many port-forward sessions to Envoy admins are open, kept for the next
+// round.
+func (s *Session) AdminSessions() int { return s.dialer.Sessions() }
 func (s *Session) Discovery() *discovery.Discovery { return s.disc }
 
 // OpenAdmin reaches a discovered pod's Envoy admin the way rounds do (pod IP or port-forward);
@@ -150,6 +176,10 @@ func (s *Session) OpenAdmin(ctx context.Context, namespace, pod string) (*admina
 
 // KubeOnce is one audit's worth of a Session: start, one round, close.
 func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeOptions) (audit.Inputs, error) {
+	if opt.AdminMaxSessions <= 0 {
+		// No next round to keep sessions for: a few at a time, each closed for the next pod.
+		opt.AdminMaxSessions = adminaccess.DefaultAdminMaxSessions
+	}
 	s, err := Start(ctx, rc, policy, opt)
 	if err != nil {
 		return audit.Inputs{}, err
@@ -170,6 +200,11 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 	opt, log := s.opt, s.opt.Log
 	inv := s.inv.Snapshot()
 	snap := s.disc.Targets(ctx)
+	live := make([]string, len(snap.Targets))
+	for i, t := range snap.Targets {
+		live[i] = t.Key()
+	}
+	s.memo.Retain(live) // every discovered pod, so that a narrower scope keeps the others' entries
 	snap.Targets = scopeTargets(shardTargets(snap.Targets, opt.Shard), sc)
 	for _, e := range snap.Errors {
 		log.Warn("envoy discovery", "source", e.Source, "err", e.Err)
@@ -182,10 +217,10 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 			log.Warn("envoy pod annotation", "envoy", t.Key(), "err", e)
 		}
 		if t.AdminPort > 0 {
-			admins[i] = snapshotPod(ctx, s.dialer, t, opt.Timeout, log)
+			admins[i] = snapshotPod(ctx, s.dialer, &s.memo, t, opt.Timeout, log)
 		}
 	})
-	s.dialer.CloseIdle()
+	// Port-forward sessions stay open for the next round (AdminIdleTimeout closes the unused).
 
 	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
 	inv = scopeDesired(inv, sc, refs)
@@ -286,7 +321,7 @@ func podContext(t kube.EnvoyTarget, risks []bind.MountRisk) *audit.PodContext {
 
 // snapshotPod reads one pod's admin; a failure is recorded on every part of the snapshot, so the
 // audit reports the pod as unreachable instead of as an Envoy holding nothing.
-func snapshotPod(ctx context.Context, d *adminaccess.Dialer, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
+func snapshotPod(ctx context.Context, d *adminaccess.Dialer, memo *envoyadmin.Memo, t kube.EnvoyTarget, timeout time.Duration, log *slog.Logger) *envoystate.Snapshot {
 	failed := func(url string, err error) *envoystate.Snapshot {
 		log.Debug("envoy admin not read (a finding)", "envoy", t.Key(), "err", err)
 		return &envoystate.Snapshot{AdminURL: url, CertsErr: err, ConfigErr: err, StatsErr: err, CollectedAt: time.Now()}
@@ -296,7 +331,8 @@ func snapshotPod(ctx context.Context, d *adminaccess.Dialer, t kube.EnvoyTarget,
 		return failed(fmt.Sprintf("pod %s admin port %d", t.Key(), t.AdminPort), err)
 	}
 	defer conn.Close()
-	c, err := envoyadmin.New(conn.BaseURL, envoyadmin.Options{HTTPClient: conn.HTTPClient, Timeout: timeout})
+	// The memo is keyed by pod: a port-forward's local URL changes with its session.
+	c, err := envoyadmin.New(conn.BaseURL, envoyadmin.Options{HTTPClient: conn.HTTPClient, Timeout: timeout, Memo: memo, MemoKey: t.Key()})
 	if err != nil {
 		return failed(conn.BaseURL, fmt.Errorf("envoy %s admin %s: %w", t.Key(), conn.BaseURL, err))
 	}

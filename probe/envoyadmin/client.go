@@ -34,6 +34,11 @@ type Options struct {
 	// MaxEntries bounds the /certs contexts and the config_dump secrets kept from one Envoy
 	// (default DefaultMaxEntries); the rest are dropped and Snapshot.Truncated says so.
 	MaxEntries int
+	// Memo, when set, keeps what Snapshot parsed from this Envoy's answers for the next round
+	// (see Memo); MemoKey names the Envoy in it (default: the admin URL, which is not stable
+	// through a port-forward: pass the pod's identity there).
+	Memo    *Memo
+	MemoKey string
 }
 
 // Defaults for Options.
@@ -55,6 +60,8 @@ type Client struct {
 	now     func() time.Time
 	budget  *netbudget.Budget
 	maxEnt  int
+	memo    *Memo
+	memoKey string
 }
 
 // New returns a Client for the admin endpoint at baseURL ("http://127.0.0.1:15000").
@@ -80,6 +87,11 @@ func New(baseURL string, opts Options) (*Client, error) {
 		now:     opts.Now,
 		budget:  netbudget.Or(opts.Budget),
 		maxEnt:  opts.MaxEntries,
+		memo:    opts.Memo,
+		memoKey: opts.MemoKey,
+	}
+	if c.memoKey == "" {
+		c.memoKey = strings.TrimRight(u.String(), "/")
 	}
 	if c.maxEnt <= 0 {
 		c.maxEnt = DefaultMaxEntries
@@ -127,10 +139,13 @@ func (c *Client) Snapshot(ctx context.Context) *envoystate.Snapshot {
 		uptime time.Duration
 		truncs [2]string
 	)
-	wg.Add(4)
+	// /server_info is ~100 KB (the extension list) for two fields; with a Memo it is read once
+	// per Envoy process, and again only when server.uptime in /stats says the process restarted.
+	known, haveKnown := c.memo.server(c.memoKey)
+	wg.Add(2) // /certs and /config_dump; /stats is read below, on this goroutine
 	go func() {
 		defer wg.Done()
-		s.Contexts, s.CertsErr = c.Certs(ctx)
+		s.Contexts, s.CertsErr = c.certs(ctx)
 		var note string
 		if s.Contexts, note = truncate(s.Contexts, c.maxEnt, "/certs contexts"); note != "" {
 			truncs[0] = note
@@ -146,22 +161,65 @@ func (c *Client) Snapshot(ctx context.Context) *envoystate.Snapshot {
 		s.ConfigSkipped, n3 = truncate(s.ConfigSkipped, c.maxEnt, "unreadable config_dump parts")
 		truncs[1] = joinNonEmpty(n1, n2, n3)
 	}()
-	go func() {
-		defer wg.Done()
-		s.Stats, s.StatsErr = c.Stats(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		s.ServerVersion, uptime, s.ServerInfoErr = c.serverInfo(ctx)
-	}()
+	readInfo := !haveKnown // whether /server_info was read in this snapshot
+	if !haveKnown {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.ServerVersion, uptime, s.ServerInfoErr = c.serverInfo(ctx)
+		}()
+	}
+	s.Stats, s.StatsErr = c.Stats(ctx)
+	if haveKnown {
+		up, ok := s.Stats.Counters["server.uptime"]
+		now := c.now()
+		if ok && s.StatsErr == nil && now.Sub(known.read) < serverInfoMaxAge &&
+			sameProcess(known.start, now.Add(-time.Duration(up)*time.Second).Truncate(time.Second)) {
+			s.ServerVersion, s.ServerStart = known.version, known.start
+		} else {
+			readInfo = true
+			s.ServerVersion, uptime, s.ServerInfoErr = c.serverInfo(ctx)
+		}
+	}
 	wg.Wait()
 	s.Truncated = joinNonEmpty(truncs[:]...)
-	sanitize(s)
+	// Contexts, secrets and listeners were cleaned as they were parsed (before the Memo kept
+	// them); the version is cleaned here.
+	s.ServerVersion = cleanText(s.ServerVersion)
 	s.CollectedAt = c.now()
-	if s.ServerInfoErr == nil && uptime > 0 {
+	if readInfo && s.ServerInfoErr == nil {
+		// An Envoy in its first second says "0s": its start is now, not unknown.
 		s.ServerStart = s.CollectedAt.Add(-uptime).Truncate(time.Second)
+		c.memo.setServer(c.memoKey, serverEntry{version: s.ServerVersion, start: s.ServerStart, read: s.CollectedAt})
 	}
 	return s
+}
+
+// certs is Certs for Snapshot: cleaned, and through the Memo.
+func (c *Client) certs(ctx context.Context) ([]envoystate.TLSContext, error) {
+	ctx, cancel := c.deadline(ctx)
+	defer cancel()
+	body, release, err := c.fetch(ctx, "/certs", true)
+	defer release()
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.memo.parse(c.memoKey, "/certs", body, func(b []byte) (any, error) {
+		cs, err := ParseCerts(b)
+		sanitizeContexts(cs)
+		return cs, err
+	})
+	return cloneContexts(v), err
+}
+
+// parseDump parses one config_dump answer, cleaned, through the Memo.
+func (c *Client) parseDump(query string, body []byte) (configDump, error) {
+	v, err := c.memo.parse(c.memoKey, query, body, func(b []byte) (any, error) {
+		d, err := parseConfigDump(b, envoystate.SecretActive)
+		sanitizeConfig(d.Secrets, d.Listeners)
+		return d, err
+	})
+	return cloneDump(v), err
 }
 
 // deadline bounds one admin read by Options.Timeout; a deadline the caller set earlier stays.
@@ -206,7 +264,7 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 			plainErr = err
 			return nil, err
 		}
-		d, err := parseConfigDump(body, envoystate.SecretActive)
+		d, err := c.parseDump("/config_dump", body)
 		if err != nil {
 			plainErr = fmt.Errorf("GET /config_dump: %w", err)
 			return nil, plainErr
@@ -242,7 +300,7 @@ func (c *Client) config(ctx context.Context) (configDump, error) {
 			errs = append(errs, err)
 			continue
 		}
-		d, err := parseConfigDump(body, envoystate.SecretActive)
+		d, err := c.parseDump(part.query, body)
 		release()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("GET %s: %w", shortURL(part.query), err))

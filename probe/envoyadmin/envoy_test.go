@@ -2,8 +2,10 @@ package envoyadmin
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,7 +52,10 @@ func TestSnapshotRealEnvoy(t *testing.T) {
 		},
 	})})
 
-	c, err := New(e.AdminURL, Options{Timeout: 10 * time.Second})
+	// Through a Memo, as every round of serve reads it: the rotation below must still be seen.
+	var memo Memo
+	paths := &pathCounter{}
+	c, err := New(e.AdminURL, Options{Timeout: 10 * time.Second, Memo: &memo, HTTPClient: &http.Client{Transport: paths}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +87,21 @@ func TestSnapshotRealEnvoy(t *testing.T) {
 	}
 
 	checkLoaded(t, s, certName, leaf1.Cert.SerialNumber.Text(16))
+
+	// Nothing changed: the second read parses nothing again and does not ask for /server_info.
+	hits0, _ := memo.Counts()
+	again := c.Snapshot(context.Background())
+	if hits, misses := memo.Counts(); hits-hits0 != 3 { // /certs and the two config_dump masks
+		t.Errorf("unchanged admin read again: %d memo hits (%d misses), want 3", hits-hits0, misses)
+	}
+	if n := paths.count("/server_info"); n != 1 {
+		t.Errorf("/server_info read %d times in two snapshots of one Envoy process, want 1", n)
+	}
+	if again.ServerVersion != s.ServerVersion || !again.ServerStart.Equal(s.ServerStart) || again.ServerInfoErr != nil {
+		t.Errorf("second snapshot: version %q start %v (err %v), want %q %v", again.ServerVersion, again.ServerStart, again.ServerInfoErr,
+			s.ServerVersion, s.ServerStart)
+	}
+	checkLoaded(t, again, certName, leaf1.Cert.SerialNumber.Text(16))
 	if _, ok := s.Stats.KeyRotationFailed()[envoystate.SanitizeStatName(certName)]; !ok {
 		t.Errorf("no key_rotation_failed for %q in %v", certName, s.Stats.Counters)
 	}
@@ -115,6 +135,28 @@ func TestSnapshotRealEnvoy(t *testing.T) {
 	if u := s.Stats.SDSUpdates()[envoystate.SanitizeStatName(certName)]; u.Success < 1 || u.LastUpdate.IsZero() {
 		t.Errorf("SDS updates after rotation = %+v", u)
 	}
+}
+
+// pathCounter is a transport that counts the requests made per path.
+type pathCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (p *pathCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	p.n[r.URL.Path]++
+	p.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (p *pathCounter) count(path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[path]
 }
 
 func mustWrite(t *testing.T, path string, b []byte) {

@@ -32,12 +32,14 @@ func cleanText(s string) string {
 	return "invalid:" + previewN([]byte(s), 80)
 }
 
-// sanitize cleans every string the snapshot took from the admin (names, paths, SANs, serial text,
-// versions) with cleanText, walking the envoystate types; errors are built from excerpts
-// already. A serial that parsed as hex is kept as printed: a long hex run is what a serial is.
-func sanitize(s *envoystate.Snapshot) {
-	for i := range s.Contexts {
-		for _, ds := range [][]envoystate.CertDetail{s.Contexts[i].CA, s.Contexts[i].Chain} {
+// sanitizeContexts and sanitizeConfig clean every string a snapshot takes from the admin (names,
+// paths, SANs, serial text) with cleanText, walking the envoystate types; Snapshot cleans the
+// version itself, and errors are built from excerpts already. They run once per parsed answer,
+// before the Memo keeps it. A serial that parsed as hex is kept as printed: a long hex run is what
+// a serial is.
+func sanitizeContexts(cs []envoystate.TLSContext) {
+	for i := range cs {
+		for _, ds := range [][]envoystate.CertDetail{cs[i].CA, cs[i].Chain} {
 			for j := range ds {
 				serial := ds[j].SerialText
 				cleanValue(reflect.ValueOf(&ds[j]).Elem())
@@ -47,9 +49,11 @@ func sanitize(s *envoystate.Snapshot) {
 			}
 		}
 	}
-	cleanValue(reflect.ValueOf(&s.Secrets).Elem())
-	cleanValue(reflect.ValueOf(&s.Listeners).Elem())
-	s.ServerVersion = cleanText(s.ServerVersion)
+}
+
+func sanitizeConfig(secrets []envoystate.Secret, listeners []envoystate.FilterChainTLS) {
+	cleanValue(reflect.ValueOf(&secrets).Elem())
+	cleanValue(reflect.ValueOf(&listeners).Elem())
 }
 
 var pkgPath = reflect.TypeFor[envoystate.Snapshot]().PkgPath()

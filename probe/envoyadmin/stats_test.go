@@ -119,7 +119,7 @@ func TestStatsFilterMatchesRecordScript(t *testing.T) {
 	}
 	re := regexp.MustCompile(statsFilter)
 	for _, name := range []string{
-		"sds.kubernetes://foo.bar.key_rotation_failed", "server.days_until_first_cert_expiring",
+		"sds.kubernetes://foo.bar.key_rotation_failed", "server.days_until_first_cert_expiring", "server.uptime",
 		"cluster.x.client_ssl_socket_factory.ssl_context_update_by_sds", "listener.0.0.0.0_443.ssl.handshake",
 		"listener.0.0.0.0_443.ssl.certificate.ns/name.expiration_unix_time_seconds",
 	} {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,11 +33,13 @@ func newTransport() *http.Transport {
 // Transports keeps one HTTP client per admin URL across rounds, so that a process polling Envoys
 // every few seconds reuses its connections instead of leaving each round's behind (issue 15: a
 // transport per Envoy per round left ~420 idle connections per admin at a 100 ms interval).
-// Retain drops the clients of Envoys that are gone. Safe for concurrent use; the zero value is
-// ready.
+// Retain drops the clients of Envoys that are gone. It also holds the Memo of the Clients it makes,
+// so a process polling the same Envoys parses only the answers that changed. Safe for concurrent
+// use; the zero value is ready.
 type Transports struct {
 	mu      sync.Mutex
 	clients map[string]*http.Client
+	memo    Memo
 }
 
 // Client returns the client for baseURL, making it on first use.
@@ -54,10 +57,14 @@ func (t *Transports) Client(baseURL string) *http.Client {
 	return c
 }
 
-// New is envoyadmin.New with opts.HTTPClient taken from the pool (when opts has none).
+// New is envoyadmin.New with opts.HTTPClient taken from the pool (when opts has none), and the
+// pool's Memo (when opts has none).
 func (t *Transports) New(baseURL string, opts Options) (*Client, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = t.Client(baseURL)
+	}
+	if opts.Memo == nil {
+		opts.Memo = &t.memo
 	}
 	return New(baseURL, opts)
 }
@@ -68,6 +75,13 @@ func (t *Transports) Retain(keep []string) {
 	for _, k := range keep {
 		want[k] = true
 	}
+	// The Memo is keyed by the admin URL here too (Options.MemoKey's default), with trailing
+	// slashes dropped as New does.
+	trimmed := make([]string, 0, len(keep))
+	for _, k := range keep {
+		trimmed = append(trimmed, strings.TrimRight(k, "/"))
+	}
+	t.memo.Retain(trimmed)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for k, c := range t.clients {

@@ -124,7 +124,14 @@ func config(t Target, c *capture) *tls.Config {
 		// Old servers must still be seen (and reported as weak), so accept every version and
 		// suite Go implements rather than Go's safer client defaults.
 		MinVersion:   tls.VersionTLS10,
-		CipherSuites: allSuites(),
+		CipherSuites: suites,
+		// Classical groups only. Go's default offers X25519MLKEM768 (and the SecP*MLKEM hybrids)
+		// first, and the client pays for an ML-KEM key pair and decapsulation in every handshake
+		// (issue 20: a third of the client's CPU per probe). The key exchange decides nothing the
+		// served view records: the server picks its certificate by SNI and signature algorithms.
+		// Go ignores this list's order and sends one key share, X25519 (P-256 if a server takes
+		// only NIST curves: one HelloRetryRequest, still a full handshake).
+		CurvePreferences: classicalGroups,
 		// Called when the server's Certificate message arrives, before this client sends its
 		// own certificate: the chain is kept even if the server then aborts the handshake.
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -146,6 +153,12 @@ func config(t Target, c *capture) *tls.Config {
 		},
 	}
 }
+
+// suites and classicalGroups are shared by every probe's tls.Config (read-only).
+var (
+	suites          = allSuites()
+	classicalGroups = []tls.CurveID{tls.X25519, tls.CurveP256, tls.CurveP384, tls.CurveP521}
+)
 
 func allSuites() []uint16 {
 	var ids []uint16

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -432,5 +433,35 @@ func TestProbeMemoryBudget(t *testing.T) {
 	}
 	if used, peak := b.Stats(); used != 0 || peak == 0 {
 		t.Fatalf("budget after the probe: %d held, peak %d; want 0 held and a nonzero peak", used, peak)
+	}
+}
+
+// The probe offers classical groups only (no ML-KEM key share to pay for); a server that takes
+// only NIST curves still completes the handshake (after a HelloRetryRequest), and one that
+// prefers the post-quantum hybrid settles on X25519.
+func TestProbeKeyExchangeGroups(t *testing.T) {
+	f := newFixture(t)
+	for name, groups := range map[string][]tls.CurveID{
+		"P256Only":     {tls.CurveP256},
+		"PrefersMLKEM": {tls.X25519MLKEM768, tls.X25519},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := f.sniConfig()
+			cfg.CurvePreferences = groups
+			srv := serveTLS(t, cfg)
+			r := Probe(context.Background(), Target{Address: srv.addr, SNI: "a.example.com"})
+			if r.Err != nil || len(r.Chain) == 0 || pki.Fingerprint(r.Chain[0]) != pki.Fingerprint(f.a.Cert) {
+				t.Fatalf("probe: err %v, chain %v", r.Err, fingerprints(r.Chain))
+			}
+			var seen []tls.ConnectionState
+			for deadline := time.Now().Add(5 * time.Second); len(seen) == 0 && time.Now().Before(deadline); {
+				// The server records the handshake once the client has gone away.
+				time.Sleep(10 * time.Millisecond)
+				seen, _ = srv.states()
+			}
+			if len(seen) != 1 || seen[0].CurveID == tls.X25519MLKEM768 || !slices.Contains(groups, seen[0].CurveID) {
+				t.Errorf("server saw %d handshakes, group %v; want one, on a classical group the server allows", len(seen), seen)
+			}
+		})
 	}
 }

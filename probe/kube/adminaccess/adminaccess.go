@@ -120,7 +120,7 @@ func New(cfg *rest.Config, opts Options) (*Dialer, error) {
 		// Pod IPs never go through an HTTP proxy from the environment.
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
-		MaxIdleConnsPerHost:   2,
+		MaxIdleConnsPerHost:   4, // a Snapshot has up to four requests in flight
 		IdleConnTimeout:       opts.IdleTimeout,
 		ResponseHeaderTimeout: envoyAdminHeaderTimeout,
 	}}

@@ -238,7 +238,7 @@ func (d *Dialer) clientLocked(s *pfSession, port int) *http.Client {
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return s.dialStream(ctx, port)
 		},
-		MaxIdleConnsPerHost:   2,
+		MaxIdleConnsPerHost:   4, // a Snapshot has up to four requests in flight
 		IdleConnTimeout:       d.opts.IdleTimeout,
 		ResponseHeaderTimeout: envoyAdminHeaderTimeout,
 	}}
