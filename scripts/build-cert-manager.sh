@@ -18,6 +18,8 @@
 #   certificates-trigger, -key-manager, -request-manager, -issuing, -readiness, -revision-manager
 #                                             the Certificate life cycle: issue, renew, write the
 #                                             Secret, Ready condition, status.revision, cleanup
+# `--disable name,...` leaves loops out (a test that approves or denies requests itself, as an
+# approver policy would, disables certificaterequests-approver).
 # Nothing here touches the certdrift go.mod: cert-manager's dependency tree stays out of certdrift.
 #
 # A rerun checks that the cached binary answers --version with <version> and that crds.yaml holds
@@ -122,6 +124,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -149,6 +152,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster")
 	clusterNS := flag.String("cluster-resource-namespace", "cert-manager", "namespace of ClusterIssuers' Secrets")
 	showVersion := flag.Bool("version", false, "print the version and exit")
+	disable := flag.String("disable", "", "comma-separated control loops not to run (e.g. certificaterequests-approver, to approve or deny requests by hand as an approver policy would)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if *showVersion {
@@ -168,8 +172,14 @@ func main() {
 		os.Exit(1)
 	}
 	names := make([]string, 0, len(controllerpkg.Known()))
+	off := map[string]bool{}
+	for _, name := range strings.Split(*disable, ",") {
+		off[strings.TrimSpace(name)] = true
+	}
 	for name := range controllerpkg.Known() {
-		names = append(names, name)
+		if !off[name] {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	loops := make([]controllerpkg.Interface, 0, len(names))
