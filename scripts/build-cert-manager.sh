@@ -96,6 +96,7 @@ if ((need_crds)); then
 		cat "$f"
 	done >"$tmp"
 	crds_ok "$tmp" || { rm -f "$tmp"; die "$moddir/deploy/crds does not define Certificate and CertificateRequest"; }
+	chmod 0644 "$tmp"
 	mv "$tmp" "$OUT/crds.yaml"
 	log "CRDs written to $OUT/crds.yaml"
 fi
