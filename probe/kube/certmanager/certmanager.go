@@ -49,7 +49,7 @@ type Reader struct {
 // New builds a Reader from a REST config; it makes no request.
 func New(rc *rest.Config, opt Options) (*Reader, error) {
 	c := rest.CopyConfig(rc)
-	c.QPS, c.Burst = cmp(opt.QPS, 50), cmp(opt.Burst, 100)
+	c.QPS, c.Burst = orDefault(opt.QPS, 50), orDefault(opt.Burst, 100)
 	if c.UserAgent == "" {
 		c.UserAgent = "certdrift-certmanager"
 	}
@@ -62,12 +62,12 @@ func New(rc *rest.Config, opt Options) (*Reader, error) {
 
 // NewWithClient builds a Reader on a dynamic client.
 func NewWithClient(client dynamic.Interface, opt Options) *Reader {
-	opt.PageSize = cmp(opt.PageSize, 500)
-	opt.MaxObjects = cmp(opt.MaxObjects, 50_000)
+	opt.PageSize = orDefault(opt.PageSize, 500)
+	opt.MaxObjects = orDefault(opt.MaxObjects, 50_000)
 	return &Reader{client: client, opt: opt}
 }
 
-func cmp[T comparable](v, def T) T {
+func orDefault[T comparable](v, def T) T {
 	var zero T
 	if v == zero {
 		return def
