@@ -7,6 +7,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/testbed"
 )
@@ -235,6 +238,32 @@ func TestCertManager(t *testing.T) {
 		if diff := cmp.Diff(want, r.findings()); diff != "" || code != 1 {
 			t.Errorf("audit after renewal: exit %d (want 1), findings (-want +got):\n%s", code, diff)
 		}
+		// The exporter shows the same: the Secret at revision 2, each Envoy serving revision 1.
+		srv := cdbin.StartServe(t, certdriftBinary(t), "--kubeconfig", tb.KubeconfigPath, "--namespace", ns, "--interval", "1s", "--grace", "1s")
+		var wantSeries []string
+		for _, p := range pods {
+			wantSeries = append(wantSeries, fmt.Sprintf(`certdrift_certmanager_revision{certificate="web",envoy="%s/%s",namespace="%s",source="%s",view="served"} 1`, ns, p.Name, ns, source))
+		}
+		wantSeries = append(wantSeries, fmt.Sprintf(`certdrift_certmanager_revision{certificate="web",namespace="%s",source="%s",view="desired"} 2`, ns, source),
+			fmt.Sprintf(`certdrift_certmanager_certificate_revision{certificate="web",namespace="%s",source="%s"} 2`, ns, source))
+		poll(ctx, t, "certdrift serve exposing the revisions", func() error {
+			resp, err := http.Get("http://" + srv.Addr + "/metrics")
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+			if err != nil {
+				return err
+			}
+			for _, w := range wantSeries {
+				if !strings.Contains(string(body), w+"\n") {
+					return fmt.Errorf("no line %s", w)
+				}
+			}
+			return nil
+		})
+		t.Logf("OBSERVED: /metrics shows %s", strings.Join(wantSeries, "; "))
 		for _, f := range r.Findings {
 			if f.Code == "STALE_REVISION" && (f.Evidence["envoy_revision"] != "1" || f.Evidence["secret_revision"] != "2" || f.Subject.Source != source) {
 				t.Errorf("STALE_REVISION %s: evidence %v source %s, want envoy_revision 1, secret_revision 2, source %s", f.Subject.Envoy, f.Evidence, f.Subject.Source, source)
