@@ -113,9 +113,11 @@ func (a *auditor) certificateStatus(c *kube.CMCertificate, reqs []kube.CMRequest
 		Ready: c.Ready.Status, RenewalTime: c.RenewalTime, NotAfter: c.NotAfter}
 	if d := a.desired.lookup(st.Source, ""); d != nil && d.leaf != nil {
 		st.SecretRevision = revisionOf(reqs, pki.Fingerprint(d.leaf))
-		// With revisionHistoryLimit 1 the request may be gone; the status still describes
-		// the leaf cert-manager last wrote.
-		if st.SecretRevision == 0 && c.Ready.Status == "True" && sameSecond(d.leaf.NotAfter, c.NotAfter) {
+		// Only when the current revision's request cannot be seen (cert-manager's revision
+		// manager keeps it, so: requests not readable) does the status stand in for it. Not
+		// otherwise: cert-manager's readiness controller copies status.notAfter from whatever
+		// leaf the Secret holds, so a matching notAfter proves nothing about who wrote it.
+		if st.SecretRevision == 0 && c.Ready.Status == "True" && sameSecond(d.leaf.NotAfter, c.NotAfter) && !hasIssued(reqs, c.Revision) {
 			st.SecretRevision = c.Revision
 		}
 	}
@@ -140,6 +142,16 @@ func (a *auditor) certificateStatus(c *kube.CMCertificate, reqs []kube.CMRequest
 		}
 	}
 	return st
+}
+
+// hasIssued reports whether the request of revision rev is known with the leaf it issued.
+func hasIssued(reqs []kube.CMRequest, rev int) bool {
+	for _, r := range reqs {
+		if r.Revision == rev && r.LeafSHA256 != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func sameSecond(x, y time.Time) bool { return !x.IsZero() && !y.IsZero() && x.Unix() == y.Unix() }

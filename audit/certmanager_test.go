@@ -47,6 +47,9 @@ func TestCertManagerChecks(t *testing.T) {
 		return []desired.Observation{kubeDesired("shop/web", l, at)}
 	}
 	curNotAfter := f.cur.Cert.NotAfter
+	// A leaf for the same names that no CertificateRequest issued (written into the Secret by hand).
+	hand := f.ca.Leaf(t, certs.WithCommonName("www by hand"), certs.WithDNSNames("www.example.com"), certs.WithFreshKey(),
+		certs.WithValidity(now.Add(-time.Hour), now.Add(60*24*time.Hour)))
 
 	cases := map[string]struct {
 		reason   string
@@ -126,6 +129,12 @@ func TestCertManagerChecks(t *testing.T) {
 			in: Inputs{Desired: secret(f.other, rotated),
 				CertManager: cm(cert(2, ready("True", started), curNotAfter), req(2, f.cur))},
 			want: got{Codes: []string{"CERTIFICATE_SECRET_MISMATCH warning"}},
+		},
+		"HandWrittenLeafIsNoRevision": {
+			reason: "the Secret holds a leaf no request issued, with the expiry cert-manager's status copied from it: a mismatch, and not revision 2, so no STALE_REVISION for the Envoy serving revision 1",
+			in: Inputs{Desired: secret(hand, rotated), Envoys: []EnvoyView{servingOld},
+				CertManager: cm(cert(2, ready("True", started), hand.Cert.NotAfter), req(1, f.old), req(2, f.cur))},
+			want: got{Codes: []string{"CERTIFICATE_SECRET_MISMATCH warning", "STALE_SERVED warning"}, States: []string{"shop/web=stale"}},
 		},
 		"SecretNotAfterDiffers": {
 			reason: "no request left to compare with; the status' notAfter is not the Secret leaf's",
