@@ -331,6 +331,14 @@ func TestCertManager(t *testing.T) {
 		if diff := cmp.Diff([]string{"CERTIFICATE_SECRET_MISMATCH warning "}, got); diff != "" || code != 1 {
 			t.Errorf("audit after a hand-written Secret: exit %d (want 1), CERTIFICATE_SECRET_MISMATCH (-want +got):\n%s", code, diff)
 		}
+		// The Secret's leaf is no revision of cert-manager's, although its status (whose
+		// notAfter cert-manager copied from the Secret) still says revision 2.
+		if got := r.findings("STALE_REVISION"); len(got) != 0 {
+			t.Errorf("STALE_REVISION %v against a Secret holding no cert-manager revision", got)
+		}
+		if len(r.CertManager) != 1 || r.CertManager[0].SecretRevision != 0 || r.CertManager[0].Revision != 2 {
+			t.Errorf("cert_manager = %+v, want the Certificate at revision 2 and the Secret at none (0)", r.CertManager)
+		}
 	})
 	if strings.Contains(cm.Log(), "PRIVATE KEY") {
 		t.Error("cert-manager's log holds private key material")
