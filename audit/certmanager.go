@@ -184,7 +184,10 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 
 	// CERTIFICATE_NOT_READY: cert-manager cannot (re)issue, and Envoys keep presenting what
 	// they have until it expires.
-	failing := c.Issuing.Status == "False" && c.Issuing.Reason == "Failed" || c.FailedIssuanceAttempts > 0
+	// A failed issuance leaves Issuing False with the failed request's reason (Failed, Denied's
+	// reason, InvalidCertificate, …) and counts failedIssuanceAttempts; a successful one removes
+	// the condition, or (server-side apply) leaves it False with reason Issued.
+	failing := c.Issuing.Status == "False" && c.Issuing.Reason != "Issued" || c.FailedIssuanceAttempts > 0
 	notReady := c.Ready.Status != "True" && (c.Ready.LastTransitionTime.IsZero() || a.now.Sub(c.Ready.LastTransitionTime) > grace)
 	if (failing || notReady) && len(servingOld) > 0 {
 		sev := Warning

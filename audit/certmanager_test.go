@@ -113,6 +113,22 @@ func TestCertManagerChecks(t *testing.T) {
 				}), req(2, f.cur))},
 			want: got{Codes: []string{"CERTIFICATE_NOT_READY warning"}, States: []string{"shop/web=converged"}},
 		},
+		"IssuedUnderServerSideApply": {
+			reason: "control: with server-side apply cert-manager leaves Issuing False with reason Issued after a success",
+			in: Inputs{Desired: secret(f.cur, started), Envoys: []EnvoyView{servingCur},
+				CertManager: cm(cert(2, ready("True", started), curNotAfter, func(c *kube.CMCertificate) {
+					c.Issuing = kube.CMCondition{Status: "False", Reason: "Issued", Message: "The certificate has been successfully issued"}
+				}), req(2, f.cur))},
+			want: got{States: []string{"shop/web=converged"}},
+		},
+		"IssuanceDenied": {
+			reason: "a denied request: Issuing False with the denial's reason, before failedIssuanceAttempts is counted",
+			in: Inputs{Desired: secret(f.cur, started), Envoys: []EnvoyView{servingCur},
+				CertManager: cm(cert(2, ready("True", started), curNotAfter, func(c *kube.CMCertificate) {
+					c.Issuing = kube.CMCondition{Status: "False", Reason: "policy-denied", Message: "The CertificateRequest was denied by an approval controller"}
+				}), req(2, f.cur))},
+			want: got{Codes: []string{"CERTIFICATE_NOT_READY warning"}, States: []string{"shop/web=converged"}},
+		},
 		"RenewalOverdue": {
 			reason: "renewal was due an hour ago and the Secret last changed before that",
 			in: Inputs{Desired: secret(f.cur, now.Add(-50*24*time.Hour)),
