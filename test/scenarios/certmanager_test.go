@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/tls"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -246,6 +248,7 @@ func TestCertManager(t *testing.T) {
 		}
 		wantSeries = append(wantSeries, fmt.Sprintf(`certdrift_certmanager_revision{certificate="web",namespace="%s",source="%s",view="desired"} 2`, ns, source),
 			fmt.Sprintf(`certdrift_certmanager_certificate_revision{certificate="web",namespace="%s",source="%s"} 2`, ns, source))
+		var exposition []byte
 		poll(ctx, t, "certdrift serve exposing the revisions", func() error {
 			resp, err := http.Get("http://" + srv.Addr + "/metrics")
 			if err != nil {
@@ -261,8 +264,18 @@ func TestCertManager(t *testing.T) {
 					return fmt.Errorf("no line %s", w)
 				}
 			}
+			exposition = body
 			return nil
 		})
+		promtool, err := exec.LookPath("promtool")
+		if err != nil {
+			t.Fatalf("promtool is needed: apt-get install prometheus (%v)", err)
+		}
+		check := exec.Command(promtool, "check", "metrics")
+		check.Stdin = bytes.NewReader(exposition)
+		if out, err := check.CombinedOutput(); err != nil {
+			t.Errorf("promtool check metrics on the exposition with cert-manager series: %v\n%s", err, out)
+		}
 		t.Logf("OBSERVED: /metrics shows %s", strings.Join(wantSeries, "; "))
 		for _, f := range r.Findings {
 			if f.Code == "STALE_REVISION" && (f.Evidence["envoy_revision"] != "1" || f.Evidence["secret_revision"] != "2" || f.Subject.Source != source) {
