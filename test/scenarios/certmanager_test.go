@@ -353,6 +353,52 @@ func TestCertManager(t *testing.T) {
 			t.Errorf("cert_manager = %+v, want the Certificate at revision 2 and the Secret at none (0)", r.CertManager)
 		}
 	})
+	t.Run("RenewalOverdueControllerDown", func(t *testing.T) {
+		// A Certificate due for renewal 5 s after issuance (no webhook validates the odd
+		// renewBefore), then cert-manager stops: the renewal time passes, the Secret stays.
+		soon := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+			"metadata": map[string]any{"name": "soon", "namespace": ns},
+			"spec": map[string]any{"secretName": "soon-tls", "commonName": webHost, "dnsNames": []any{webHost},
+				"duration": "1h", "renewBefore": "59m55s",
+				"privateKey": map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"},
+				"issuerRef":  map[string]any{"name": "ca", "kind": "Issuer", "group": "cert-manager.io"}},
+		}}
+		if err := createCustom(ctx, soon); err != nil {
+			t.Fatal(err)
+		}
+		waitIssued(ctx, t, dc, ns, "soon", "soon-tls", 1)
+		if err := cm.Stop(); err != nil {
+			t.Logf("stop cert-manager: %v", err)
+		}
+		c, err := dc.Resource(certificatesGVR).Namespace(ns).Get(ctx, "soon", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewal, _, _ := unstructured.NestedString(c.Object, "status", "renewalTime")
+		due, err := time.Parse(time.RFC3339, renewal)
+		if err != nil {
+			t.Fatalf("status.renewalTime %q: %v", renewal, err)
+		}
+		t.Logf("OBSERVED: cert-manager stopped; Certificate soon due for renewal at %s", renewal)
+		time.Sleep(time.Until(due.Add(2 * time.Second))) // past the renewal time and --grace 1s
+		code, r := runAudit(t, ns, "--grace", "1s")
+		// Critical: the leaf expires within the hour, well inside expiring_critical.
+		if diff := cmp.Diff([]string{"RENEWAL_OVERDUE critical "}, r.findings("RENEWAL_OVERDUE")); diff != "" || code != 1 {
+			t.Errorf("audit with cert-manager down past the renewal time: exit %d (want 1), RENEWAL_OVERDUE (-want +got):\n%s", code, diff)
+		}
+		for _, f := range r.Findings {
+			if f.Code == "RENEWAL_OVERDUE" && (f.Subject.Source != ns+"/soon-tls" || f.Evidence["renewal_time"] != renewal) {
+				t.Errorf("RENEWAL_OVERDUE about %s with evidence %v, want source %s/soon-tls and renewal_time %s", f.Subject.Source, f.Evidence, ns, renewal)
+			}
+		}
+		// Control: web's renewal time is weeks away.
+		for _, f := range r.Findings {
+			if f.Code == "RENEWAL_OVERDUE" && f.Subject.Source == source {
+				t.Errorf("RENEWAL_OVERDUE for %s, whose renewal is not due", source)
+			}
+		}
+	})
 	if strings.Contains(cm.Log(), "PRIVATE KEY") {
 		t.Error("cert-manager's log holds private key material")
 	}
