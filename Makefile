@@ -16,7 +16,7 @@ GOTEST_FLAGS ?= -timeout 20m
 # command's checksum database), so every machine and CI lints with the same checks.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway build demo testbed clean-envoy help
+.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway cert-manager build demo testbed clean-envoy help
 
 help:
 	@echo "certdrift make targets (docs/development.md has more):"
@@ -30,6 +30,7 @@ help:
 	@echo "  make kube           build the test control plane into .cache/kube/<version>/ (about 25 minutes, once)"
 	@echo "  make helm           build the helm CLI the chart tests use into .cache/helm/<version>/"
 	@echo "  make envoy-gateway  build the real Envoy Gateway control plane and its CRDs into .cache/envoy-gateway/<version>/ (about 30 minutes, once)"
+	@echo "  make cert-manager   build cert-manager's CA issuing controllers and collect its CRDs into .cache/cert-manager/<version>/ (minutes, once)"
 	@echo "  make testbed        run the test cluster (etcd, kube-apiserver, controller manager, a node agent) until Ctrl-C; prints its kubeconfig"
 	@echo "  make clean-envoy    remove .cache/envoy"
 
@@ -88,7 +89,7 @@ test-envoy-versions: envoy
 	done
 
 # Real parts the tests start: cached under .cache/, built or fetched once.
-deps: envoy kube helm envoy-gateway
+deps: envoy kube helm envoy-gateway cert-manager
 
 envoy:
 	@for v in $(ENVOY_VERSION) $(ENVOY_EXTRA_VERSIONS); do ./scripts/fetch-envoy.sh "$$v"; done
@@ -104,6 +105,9 @@ helm:
 # built from its Go module; the CRDs are rendered from its chart with the helm above.
 envoy-gateway: helm
 	@./scripts/build-envoy-gateway.sh >/dev/null
+
+cert-manager:
+	@./scripts/build-cert-manager.sh >/dev/null
 
 build:
 	@if [ ! -d cmd/certdrift ] || [ -z "$$(ls cmd/certdrift/*.go 2>/dev/null)" ]; then \

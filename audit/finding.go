@@ -30,6 +30,11 @@ const (
 	StaleTrust           Code = "STALE_TRUST"
 	LingeringContext     Code = "LINGERING_CONTEXT"
 	SourceMissing        Code = "SOURCE_MISSING"
+	// cert-manager (certmanager.go).
+	CertificateNotReady       Code = "CERTIFICATE_NOT_READY"
+	RenewalOverdue            Code = "RENEWAL_OVERDUE"
+	CertificateSecretMismatch Code = "CERTIFICATE_SECRET_MISMATCH"
+	StaleRevision             Code = "STALE_REVISION"
 )
 
 // AllCodes lists every code, in documentation order.
@@ -38,6 +43,7 @@ var AllCodes = []Code{
 	Expired, Expiring, NotYetValid, CABundleGap, CABundleHygiene, ChainIncomplete,
 	KeyMismatch, HostnameMismatch, RotationFailed, StaleProcess, SubPathMount, WeakCrypto,
 	ParseError, Unreachable, StaleTrust, LingeringContext, SourceMissing,
+	CertificateNotReady, RenewalOverdue, CertificateSecretMismatch, StaleRevision,
 }
 
 // gapCodes mark input that could not be judged: a report holding one is not complete coverage,

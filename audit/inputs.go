@@ -6,6 +6,7 @@ import (
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
+	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/probe/tlsprobe"
 )
 
@@ -15,6 +16,9 @@ type Inputs struct {
 	Config  *config.Config
 	Desired []desired.Observation
 	Envoys  []EnvoyView
+	// CertManager is what was read of cert-manager's Certificates and CertificateRequests
+	// (Kubernetes mode); the zero value (local mode) judges nothing of cert-manager.
+	CertManager kube.CertManager
 }
 
 // EnvoyView is what was observed of one Envoy: its loaded view (admin) and served view
@@ -65,6 +69,9 @@ type Report struct {
 	Bindings    []Binding `json:"bindings"`
 	Findings    []Finding `json:"findings"`
 	Summary     Summary   `json:"summary"`
+	// CertManager is each cert-manager Certificate joined to its Secret and the Envoys bound to
+	// it (certmanager.go); empty when cert-manager was not read or is absent.
+	CertManager []CertificateStatus `json:"cert_manager,omitempty"`
 }
 
 // Summary counts what was covered, so a clean report can be told apart from an empty one.

@@ -61,6 +61,7 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	}
 	a.checkReplicas(a.served)
 	a.checkLivePairings(in.Envoys, a.served)
+	certManager := a.checkCertManager(in.CertManager, in.Envoys)
 	sortFindings(a.findings)
 	sortBindings(a.bindings)
 	r := Report{
@@ -74,6 +75,7 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 			Bindings:       len(a.bindings),
 			Findings:       map[string]int{},
 		},
+		CertManager: certManager,
 	}
 	for _, f := range a.findings {
 		r.Summary.Findings[f.Severity.String()]++

@@ -30,6 +30,8 @@ const (
 	caDesiredKey = "ca/desired"
 	caLoadedKey  = "ca/loaded"
 	roundKey     = "round"
+	// certManagerKey holds cert-manager's Certificates beside the views (certmanager.go).
+	certManagerKey = "certmanager"
 )
 
 // objects are a generation's objects, sorted by key. A new generation is a new slice sharing the
@@ -146,6 +148,7 @@ func roundObjects(r Round, shard Shard, converging int) objects {
 	renderCAs(&obj(caDesiredKey).rowSet, desiredCAs)
 	renderCAs(&obj(caLoadedKey).rowSet, loadedCAs)
 	renderJudgement(&round.rowSet, r, shard, ids, converging)
+	renderCertManager(&obj(certManagerKey).rowSet, r, shard)
 
 	out := make(objects, 0, len(byKey))
 	for _, o := range byKey {

@@ -57,6 +57,7 @@ var helmCases = []helmCase{
 	{name: "podmonitor-auth", values: []string{"podmonitor-auth.yaml"}},
 	{name: "rules-tuned", values: []string{"rules-tuned.yaml"}},
 	{name: "runtime-tuned", values: []string{"runtime-tuned.yaml"}},
+	{name: "no-cert-manager", set: []string{"rbac.certManager=false"}},
 }
 
 type helmCase struct {
@@ -211,6 +212,7 @@ func TestHelmTemplate(t *testing.T) {
 		"web-config": {objects: cat(common, clusterRO, []string{"Secret certdrift/certdrift-web-config", "ConfigMap certdrift/certdrift-config"}),
 			args:      cat(direct, []string{"--config=/etc/certdrift/config/config.yaml"}, webArgs),
 			probePort: "http-probes"},
+		"no-cert-manager": {objects: cat(common, test, clusterRO), args: cat(direct, []string{"--no-cert-manager"}), probePort: "http-metrics"},
 		"podmonitor-auth": {objects: cat(common, clusterRO, []string{"PodMonitor certdrift/certdrift"}),
 			args: cat(direct, webArgs), probePort: "http-probes"},
 		"rules-tuned": {objects: cat(common, test, clusterRO, []string{"PrometheusRule certdrift/certdrift"}),

@@ -18,6 +18,7 @@ import (
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/probe/kube/adminaccess"
+	"github.com/certdrift/certdrift/probe/kube/certmanager"
 	"github.com/certdrift/certdrift/probe/kube/discovery"
 	"github.com/certdrift/certdrift/probe/kube/inventory"
 	"github.com/certdrift/certdrift/ref"
@@ -62,6 +63,9 @@ type KubeOptions struct {
 	// replicas split the probing and not only the exposition. Every Secret stays in the desired
 	// view: a pod of this shard may mount a Secret of another.
 	Shard func(namespace, pod string) bool
+	// NoCertManager turns off reading cert-manager's Certificates and CertificateRequests
+	// (gather/certmanager.go); absent CRDs need no flag, they are not an error.
+	NoCertManager bool
 	Options
 }
 
@@ -80,6 +84,7 @@ type Session struct {
 	dialer *adminaccess.Dialer
 	// memo keeps each pod's parsed admin answers between rounds (envoyadmin.Memo).
 	memo   envoyadmin.Memo
+	cm     *certmanager.Reader // nil: not read
 	policy config.Policy
 	opt    KubeOptions
 	stop   context.CancelFunc
@@ -122,8 +127,12 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 	if err != nil {
 		return nil, err
 	}
+	cm, err := newCertManager(rc, opt)
+	if err != nil {
+		return nil, err
+	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Session{inv: inv, disc: disc, dialer: dialer, policy: policy, opt: opt, stop: stop}
+	s := &Session{inv: inv, disc: disc, dialer: dialer, cm: cm, policy: policy, opt: opt, stop: stop}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = inv.Run(runCtx) }()
 	go func() { defer s.wg.Done(); _ = disc.Run(runCtx) }()
@@ -222,7 +231,8 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 	})
 	// Port-forward sessions stay open for the next round (AdminIdleTimeout closes the unused).
 
-	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
+	cm := s.readCertManager(ctx, sc)
+	refs := withCertManagerSecrets(referencedRefs(snap.Targets, admins, opt.PairingSources), cm)
 	inv = scopeDesired(inv, sc, refs)
 	log.Debug("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
 	extra := s.inv.Fetch(ctx, unwatchedRefs(inv, refs))
@@ -244,7 +254,7 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 		views[i] = audit.EnvoyView{Config: p.Envoy, Admin: admins[i], Pod: podContext(t, p.Risks)}
 	}
 	probeEndpoints(ctx, envoys, views, opt.Options, log)
-	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views}
+	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views, CertManager: cm}
 }
 
 // referencedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation,

@@ -39,6 +39,7 @@ type kubeFlags struct {
 	ConfigMap         []string `name:"configmap" sep:"," env:"CERTDRIFT_CONFIGMAP" help:"CA-bundle ConfigMaps by name, \"name\" in every namespace (e.g. istio-ca-root-cert) or \"namespace/name\" (repeatable)."`
 	KubeQPS           float32  `name:"kube-qps" default:"50" env:"CERTDRIFT_KUBE_QPS" help:"Sustained requests per second to the API server."`
 	KubeBurst         int      `name:"kube-burst" default:"100" env:"CERTDRIFT_KUBE_BURST" help:"Request burst to the API server."`
+	NoCertManager     bool     `name:"no-cert-manager" env:"CERTDRIFT_NO_CERT_MANAGER" help:"Do not read cert-manager's Certificates and CertificateRequests (absent CRDs need no flag: they are not an error)."`
 
 	// InventoryOnly is for the scale benchmark (test/scale): the audit has no mode that stops
 	// after the desired view, and timing the whole audit would mix the inventory with judging
@@ -141,6 +142,6 @@ func (k kubeFlags) options(g gather.Options) (gather.KubeOptions, error) {
 		AdminMode: mode, SyncTimeout: k.SyncTimeout, Options: g,
 		ExcludeNamespaces: k.ExcludeNamespace, SecretTypes: k.SecretType, Layouts: layouts,
 		SecretSelector: k.SecretSelector, ConfigMapSelector: k.ConfigMapSelector, ConfigMapNames: k.ConfigMap,
-		QPS: k.KubeQPS, Burst: k.KubeBurst,
+		QPS: k.KubeQPS, Burst: k.KubeBurst, NoCertManager: k.NoCertManager,
 	}, nil
 }

@@ -17,9 +17,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 
 	"github.com/certdrift/certdrift/test/testbed"
 )
@@ -58,6 +60,13 @@ func loadManifests(t *testing.T, dir string) []runtime.Object {
 				continue
 			}
 			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+			if runtime.IsNotRegisteredError(err) {
+				// A custom resource (cert-manager's Issuer, Certificate): applied unstructured.
+				u := &unstructured.Unstructured{}
+				if err = yaml.Unmarshal(doc, &u.Object); err == nil {
+					obj = u
+				}
+			}
 			if err != nil {
 				t.Fatalf("decode manifest %s document %d: %v", f, i, err)
 			}
@@ -108,6 +117,8 @@ func applyObjectsTo(ctx context.Context, t *testing.T, bed *testbed.Testbed, obj
 			_, err = c.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *appsv1.Deployment:
 			_, err = c.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *unstructured.Unstructured:
+			err = createCustom(ctx, o)
 		default:
 			t.Fatalf("apply: unsupported object %T", obj)
 		}

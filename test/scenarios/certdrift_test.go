@@ -43,7 +43,19 @@ type auditReport struct {
 		Reason   string `json:"reason"`
 	} `json:"bindings"`
 	Findings []auditFinding `json:"findings"`
-	Summary  struct {
+	// CertManager is audit.Report's cert_manager: each Certificate with the revision each view holds.
+	CertManager []struct {
+		Name           string `json:"name"`
+		Revision       int    `json:"revision"`
+		Ready          string `json:"ready"`
+		SecretRevision int    `json:"secret_revision"`
+		Envoys         []struct {
+			Envoy    string `json:"envoy"`
+			View     string `json:"view"`
+			Revision int    `json:"revision"`
+		} `json:"envoys"`
+	} `json:"cert_manager"`
+	Summary struct {
 		Coverage struct {
 			BindingsJudged   int  `json:"bindings_judged"`
 			Bindings         int  `json:"bindings"`

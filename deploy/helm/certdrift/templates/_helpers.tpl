@@ -66,7 +66,9 @@ Read-only rules, identical to deploy/kustomize/base/rbac-readonly.yaml (deploy/h
 compares them, and docs/operate.md's RBAC table against them):
 - secrets, configmaps: the desired certificates and CA bundles;
 - pods: the Envoys, their volumes and owners;
-- replicasets get: to name a pod's Deployment (pod -> ReplicaSet -> Deployment).
+- replicasets get: to name a pod's Deployment (pod -> ReplicaSet -> Deployment);
+- cert-manager.io certificates, certificaterequests (rbac.certManager): cert-manager's account of
+  each Secret it issues.
 Nothing here can change anything or reach into a pod.
 */}}
 {{- define "certdrift.readonlyRules" -}}
@@ -76,6 +78,11 @@ Nothing here can change anything or reach into a pod.
 - apiGroups: [apps]
   resources: [replicasets]
   verbs: [get]
+{{- if .Values.rbac.certManager }}
+- apiGroups: [cert-manager.io]
+  resources: [certificates, certificaterequests]
+  verbs: [get, list, watch]
+{{- end }}
 {{- end -}}
 
 {{/*

@@ -1,0 +1,10 @@
+// Package certmanager reads cert-manager's Certificates and CertificateRequests
+// (cert-manager.io/v1) as small typed projections (probe/kube's CMCertificate and CMRequest):
+// the fields the audit joins and judges, never a CSR, a certificate's PEM or anything of a
+// Secret. It uses the dynamic client and unstructured objects, not cert-manager's Go module, whose
+// dependency tree is larger than certdrift's whole binary. An API server that does not serve the
+// CRDs answers 404: cert-manager is then absent, which is not an error.
+//
+// It lists once per round (paged) rather than keeping informers: Certificates and their few
+// recent requests are small next to the Secrets, and a round is when they are judged.
+package certmanager
