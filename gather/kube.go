@@ -169,7 +169,7 @@ func (s *Session) Inventory() *inventory.Inventory { return s.inv }
 
 // AdminSessions is how many port-forward sessions to Envoy admins are open, kept for the next
 // round.
-func (s *Session) AdminSessions() int { return s.dialer.Sessions() }
+func (s *Session) AdminSessions() int              { return s.dialer.Sessions() }
 func (s *Session) Discovery() *discovery.Discovery { return s.disc }
 
 // OpenAdmin reaches a discovered pod's Envoy admin the way rounds do (pod IP or port-forward);
