@@ -84,6 +84,7 @@ type EnvoyGateway struct {
 	Version string
 
 	proc     *process
+	certs    *hostSecretVolume
 	netns    *netNS
 	unroute  func()
 	stopOnce sync.Once
@@ -119,9 +120,13 @@ func (tb *Testbed) InstallEnvoyGatewayCRDs(ctx context.Context, dir string) erro
 // What differs from the chart's Deployment, and why:
 //   - The server reads its xDS serving certificate from the fixed path /certs (the chart mounts
 //     the Secret envoy-gateway there). It runs in a private mount namespace with a directory
-//     holding that Secret's ca.crt, tls.crt and tls.key bind-mounted read-only at /certs, the
-//     same mechanism as certdrift pods (mountns_linux.go); this needs root. The files are a
-//     copy taken at start: a later `certgen --overwrite` does not reach the running server.
+//     bind-mounted read-only at /certs, the same mechanism as certdrift pods
+//     (mountns_linux.go); this needs root. The testbed keeps that directory as the kubelet keeps
+//     a Secret volume (hostvolume.go: the atomic-writer layout, re-projected every volume sync
+//     period), so `certgen --overwrite` reaches the running server as in a cluster. The server
+//     reads the files again for every TLS handshake it accepts (internal/crypto LoadTLSConfig's
+//     GetConfigForClient): a new connection sees the new files, an established one keeps the
+//     certificates it was made with.
 //   - It binds fixed ports on all addresses (xDS 18000, metrics 19001, health 8081) and admin
 //     127.0.0.1:19000, as it does in its pod's network namespace; it gets a network namespace
 //     of its own here too (netns_linux.go), so two control planes, or a pod listening on 18000,
@@ -168,7 +173,13 @@ func (tb *Testbed) StartEnvoyGateway(ctx context.Context, opts EnvoyGatewayOptio
 	}
 
 	certs := filepath.Join(eg.Dir, "certs")
-	if err := tb.copySecretFiles(ctx, EnvoyGatewayNamespace, "envoy-gateway", certs, "ca.crt", "tls.crt", "tls.key"); err != nil {
+	every := 2 * time.Second
+	if len(tb.Nodes) > 0 {
+		every = tb.Nodes[0].syncDelay
+	}
+	// The chart mounts the whole Secret envoy-gateway at /certs; the server reads ca.crt,
+	// tls.crt and tls.key from it.
+	if eg.certs, err = startHostSecretVolume(ctx, tb.Client, EnvoyGatewayNamespace, "envoy-gateway", certs, nil, every, tb.log); err != nil {
 		return nil, err
 	}
 	cfgPath := filepath.Join(eg.Dir, "envoy-gateway.yaml")
@@ -176,15 +187,18 @@ func (tb *Testbed) StartEnvoyGateway(ctx context.Context, opts EnvoyGatewayOptio
 		return nil, fmt.Errorf("write %s: %w", cfgPath, err)
 	}
 	if eg.netns, err = newNetNS(); err != nil {
+		eg.certs.Stop()
 		return nil, fmt.Errorf("envoy-gateway: %w", err)
 	}
 	// The kubeconfig names the API server as 127.0.0.1:<port>: the same address inside.
 	apiserver := strings.TrimPrefix(tb.Config.Host, "https://")
 	if err := eg.netns.forwardIn(apiserver, apiserver); err != nil {
+		eg.certs.Stop()
 		eg.netns.Close()
 		return nil, fmt.Errorf("envoy-gateway: relay the API server: %w", err)
 	}
 	if eg.proc, err = startEnvoyGatewayServer(bin, cfgPath, certs, eg.Dir, tb.KubeconfigPath, eg.netns); err != nil {
+		eg.certs.Stop()
 		eg.netns.Close()
 		return nil, err
 	}
@@ -272,27 +286,6 @@ func envoyGatewayEnv(home, kubeconfig string) []string {
 		"ENVOY_GATEWAY_NAMESPACE=" + EnvoyGatewayNamespace}
 }
 
-// copySecretFiles writes the named keys of a Secret as 0600 files in a new 0700 directory dir.
-func (tb *Testbed) copySecretFiles(ctx context.Context, ns, name, dir string, keys ...string) error {
-	s, err := tb.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	for _, k := range keys {
-		v, ok := s.Data[k]
-		if !ok {
-			return fmt.Errorf("key %s missing from Secret %s/%s", k, ns, name)
-		}
-		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
-			return fmt.Errorf("write %s of Secret %s/%s: %w", k, ns, name, err)
-		}
-	}
-	return nil
-}
-
 func startEnvoyGatewayServer(bin, cfgPath, certs, dir, kubeconfig string, ns *netNS) (*process, error) {
 	logPath := filepath.Join(dir, "envoy-gateway.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
@@ -371,6 +364,7 @@ func (eg *EnvoyGateway) Stop() error {
 			eg.unroute()
 		}
 		err := eg.proc.stop(stopGrace)
+		eg.certs.Stop()
 		eg.stopErr = errors.Join(err, eg.netns.Close())
 	})
 	return eg.stopErr
@@ -383,3 +377,15 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// CertsDir is the node-side directory bind-mounted at /certs in the control plane's mount
+// namespace (the Secret envoy-gateway, kept current like a Secret volume).
+func (eg *EnvoyGateway) CertsDir() string { return eg.certs.to }
+
+// HoldCerts stops re-projecting /certs: the control plane keeps seeing the Secret as it is now,
+// as a control plane whose node's kubelet has not synced the volume yet. ReleaseCerts projects
+// the current Secret at once and resumes the sync.
+func (eg *EnvoyGateway) HoldCerts() { eg.certs.Hold() }
+
+// ReleaseCerts: see HoldCerts.
+func (eg *EnvoyGateway) ReleaseCerts(ctx context.Context) error { return eg.certs.Release(ctx) }
