@@ -71,6 +71,13 @@ type EnvoyGatewayOptions struct {
 	// ReadyTimeout bounds CRD installation, certgen and the control plane becoming ready
 	// (default 2 minutes).
 	ReadyTimeout time.Duration
+	// RateLimitRedisURL turns global rate limiting on, as the chart's
+	// config.envoyGateway.rateLimit does: the EnvoyGateway config gets
+	// rateLimit.backend.redis.url, and the control plane creates the envoy-ratelimit
+	// Deployment (the real rate limit service on the node agent, containers_ratelimit.go)
+	// and serves its configuration over xDS on 18001. Typically a Redis's Service address
+	// (StartRedis).
+	RateLimitRedisURL string
 }
 
 // EnvoyGateway is the real Envoy Gateway control plane (`envoy-gateway server`, Kubernetes
@@ -183,7 +190,7 @@ func (tb *Testbed) StartEnvoyGateway(ctx context.Context, opts EnvoyGatewayOptio
 		return nil, err
 	}
 	cfgPath := filepath.Join(eg.Dir, "envoy-gateway.yaml")
-	if err := os.WriteFile(cfgPath, []byte(envoyGatewayConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(envoyGatewayConfig(opts)), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", cfgPath, err)
 	}
 	if eg.netns, err = newNetNS(); err != nil {
@@ -242,8 +249,9 @@ func (tb *Testbed) createEnvoyGatewayService(ctx context.Context) error {
 // envoyGatewayConfig is the server's EnvoyGateway config file: the chart's defaults (Kubernetes
 // provider, its controllerName, the shutdown-manager image of the release: a binary built
 // without the release Makefile's -X defaults names docker.io/envoyproxy/gateway-dev:latest)
-// minus the topology injector webhook.
-const envoyGatewayConfig = `apiVersion: gateway.envoyproxy.io/v1alpha1
+// minus the topology injector webhook, plus the rate limit backend when asked for.
+func envoyGatewayConfig(opts EnvoyGatewayOptions) string {
+	cfg := `apiVersion: gateway.envoyproxy.io/v1alpha1
 kind: EnvoyGateway
 gateway:
   controllerName: ` + EnvoyGatewayControllerName + `
@@ -258,6 +266,16 @@ provider:
     shutdownManager:
       image: docker.io/envoyproxy/gateway:` + EnvoyGatewayVersion + `
 `
+	if opts.RateLimitRedisURL != "" {
+		cfg += `rateLimit:
+  backend:
+    type: Redis
+    redis:
+      url: ` + strconv.Quote(opts.RateLimitRedisURL) + `
+`
+	}
+	return cfg
+}
 
 // EnvoyGatewayCertgen runs `envoy-gateway certgen` against the testbed: it creates the control
 // plane's Secrets in EnvoyGatewayNamespace if absent (the namespace must exist). Its output
