@@ -44,13 +44,13 @@ fi
 OUT=$CACHE/$RATELIMIT_VERSION
 SRC=$CACHE/src
 
-# built_from succeeds when binary $1 embeds the module $MODULE at $RATELIMIT_VERSION as its main
-# package's module (a dependency line is "dep", the main module of the wrapper is "mod").
+# built_from succeeds when binary $1 is $PKG from $MODULE at $RATELIMIT_VERSION, by its embedded
+# build information: building a package of a required module makes that module the "mod" line.
 built_from() {
 	local out
 	out=$(go version -m "$1" 2>/dev/null) || return 1
 	grep -q "^[[:space:]]*path[[:space:]]\+$PKG$" <<<"$out" &&
-		grep -q "^[[:space:]]*dep[[:space:]]\+$MODULE[[:space:]]\+$RATELIMIT_VERSION[[:space:]]" <<<"$out"
+		grep -q "^[[:space:]]*mod[[:space:]]\+$MODULE[[:space:]]\+$RATELIMIT_VERSION[[:space:]]" <<<"$out"
 }
 
 binary_ok() { [[ -x $OUT/ratelimit ]] && built_from "$OUT/ratelimit"; }
