@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"math/big"
+	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -45,39 +46,52 @@ func readCertgen(ctx context.Context, t *testing.T, name string) certgenPair {
 		cas: parseCerts(t, name+" ca.crt", s.Data["ca.crt"])}
 }
 
-// xdsHandshake connects to the control plane's xDS port as a proxy would (client certificate,
-// ALPN h2, TLS 1.3) and reports the leaf it served and whether the control plane accepted the
-// client: with TLS 1.3 a rejected client certificate shows only on the first read.
-func xdsHandshake(ctx context.Context, eg *testbed.EnvoyGateway, client tls.Certificate) (*x509.Certificate, error) {
-	raw, err := eg.Dial(ctx, 18000)
-	if err != nil {
-		return nil, err
-	}
-	defer raw.Close()
+// h2Handshake makes a TLS 1.3 handshake over conn as a gRPC client would (ALPN h2, client
+// certificate client, SNI sni) and reports the leaf the server sent and whether it accepted the
+// client: with TLS 1.3 a rejected client certificate shows only on the first read, so the HTTP/2
+// preface is sent and the server's first frame read.
+func h2Handshake(conn net.Conn, sni string, client tls.Certificate) (*x509.Certificate, error) {
+	defer conn.Close()
 	var leaf *x509.Certificate
-	conn := tls.Client(raw, &tls.Config{
-		ServerName: "envoy-gateway", InsecureSkipVerify: true, NextProtos: []string{"h2"},
+	tc := tls.Client(conn, &tls.Config{
+		ServerName: sni, InsecureSkipVerify: true, NextProtos: []string{"h2"},
 		Certificates: []tls.Certificate{client},
 		VerifyPeerCertificate: func(rawCerts [][]byte, _ [][]*x509.Certificate) error {
 			if len(rawCerts) > 0 {
 				leaf, _ = x509.ParseCertificate(rawCerts[0])
 			}
-			return nil
+			return nil // the leaf is compared by the caller
 		},
 	})
-	_ = conn.SetDeadline(time.Now().Add(dialTimeout))
-	if err := conn.Handshake(); err != nil {
+	_ = tc.SetDeadline(time.Now().Add(dialTimeout))
+	if err := tc.Handshake(); err != nil {
 		return leaf, err
 	}
-	// The HTTP/2 preface makes the server answer (its SETTINGS), or say it rejected us.
-	if _, err := conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")); err != nil {
+	if _, err := tc.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")); err != nil {
 		return leaf, err
 	}
-	buf := make([]byte, 9)
-	if _, err := conn.Read(buf); err != nil {
+	if _, err := tc.Read(make([]byte, 9)); err != nil {
 		return leaf, err
 	}
 	return leaf, nil
+}
+
+// xdsHandshake is h2Handshake with the control plane's xDS port, as a proxy connects.
+func xdsHandshake(ctx context.Context, eg *testbed.EnvoyGateway, client tls.Certificate) (*x509.Certificate, error) {
+	conn, err := eg.Dial(ctx, 18000)
+	if err != nil {
+		return nil, err
+	}
+	return h2Handshake(conn, "envoy-gateway", client)
+}
+
+// rlHandshake is h2Handshake with a rate limit pod's gRPC port, as a proxy calls it.
+func rlHandshake(rl corev1.Pod, client tls.Certificate) (*x509.Certificate, error) {
+	conn, err := net.DialTimeout("tcp", hostPort(rl.Status.PodIP, 8081), dialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return h2Handshake(conn, "envoy-ratelimit.envoy-gateway-system.svc.cluster.local", client)
 }
 
 // adminStats reads a pod's Envoy admin /stats (localhost-only: through DialPod) into counters
@@ -168,7 +182,7 @@ func TestEGCARotation(t *testing.T) {
 	t.Cleanup(func() { redis.Stop() })
 	t.Logf("%s at %s", redis.Version, redis.Service)
 	eg := testbed.StartEnvoyGatewayT(t, tb, testbed.EnvoyGatewayOptions{RateLimitRedisURL: redis.Service})
-	for _, f := range []string{"00-namespace.yaml", "gateway.yaml", "ratelimit-policy.yaml"} {
+	for _, f := range []string{"00-namespace.yaml", "gateway.yaml"} {
 		if out, err := tb.Kubectl(ctx, "apply", "-f", filepath.Join(egcaNS, f)); err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -207,9 +221,6 @@ func TestEGCARotation(t *testing.T) {
 			cur := readCertgen(ctx, t, n)
 			t.Logf("OBSERVED [%s] Secret %s: leaf %s CA %s (first: leaf %s CA %s)", phase, n, cur.leaf.SerialNumber, cur.cas[0].SerialNumber, old[n].leaf.SerialNumber, old[n].cas[0].SerialNumber)
 		}
-		firstProxy := old["envoy"].keyPair
-		ex := tlsGet(hostPort(rl.Status.PodIP, 8081), "envoy-ratelimit", &firstProxy)
-		t.Logf("OBSERVED [%s] rate limit %s serves %s", phase, rl.Name, serial(ex.leaf))
 		for _, who := range []string{"first", "current"} {
 			c := old["envoy"].keyPair
 			if who == "current" {
@@ -217,6 +228,8 @@ func TestEGCARotation(t *testing.T) {
 			}
 			leaf, err := xdsHandshake(ctx, eg, c)
 			t.Logf("OBSERVED [%s] control plane, client with the %s envoy leaf: served %s, err %v", phase, who, serial(leaf), err)
+			leaf, err = rlHandshake(rl, c)
+			t.Logf("OBSERVED [%s] rate limit %s, client with the %s envoy leaf: served %s, err %v", phase, rl.Name, who, serial(leaf), err)
 		}
 		_, r := runAudit(t, ns, "--config", egcaPairings(t), "--grace", "1ms")
 		for _, b := range r.Bindings {

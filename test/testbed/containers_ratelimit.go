@@ -21,8 +21,10 @@ import (
 //     /certs/tls.crt as in a cluster, through the kubelet's atomic-writer layout. Like the
 //     certdrift containers' token mount, this needs root.
 //   - Listen addresses: HOST, GRPC_HOST and DEBUG_HOST (its HTTP, gRPC and debug listeners,
-//     0.0.0.0 by default) are set to the pod IP: pods share the host's network here, and the
-//     kubelet's probes, the Service relays and certdrift reach a pod at its IP.
+//     0.0.0.0 by default) are set to the pod IP, and any env value "host:port" with an empty,
+//     wildcard or loopback host (PROMETHEUS_ADDR=":19001") is moved to the pod IP or the pod's
+//     private localhost: pods share the host's network here, and the kubelet's probes, the
+//     Service relays and certdrift reach a pod at its IP.
 //   - Service names: there is no cluster DNS. An env value "host:port" whose host names a
 //     Service ("name", "name.namespace", "name.namespace.svc[.cluster.local]") is replaced by
 //     the testbed's relay for that Service port (services.go): Envoy Gateway sets
@@ -112,6 +114,10 @@ func ratelimitEnv(in map[string]string, pn podNet, namespace string) map[string]
 		env[k] = pn.rewriteAddress(env[k])
 	}
 	for k, v := range env {
+		if a, ok := listenAddress(v, pn); ok {
+			env[k] = a
+			continue
+		}
 		addr, host, ok := serviceAddress(v, pn, namespace)
 		if !ok {
 			continue
@@ -122,6 +128,23 @@ func ratelimitEnv(in map[string]string, pn podNet, namespace string) map[string]
 		}
 	}
 	return env
+}
+
+// listenAddress moves "host:port" with an empty, wildcard or loopback host to the pod's
+// addresses, as Envoy's socket addresses are moved (PROMETHEUS_ADDR=":19001" would otherwise
+// take the port on every address of the host, the proxy's stats port among them).
+func listenAddress(v string, pn podNet) (string, bool) {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", false
+	}
+	if h := pn.rewriteAddress(host); h != host || host == "" {
+		return net.JoinHostPort(h, port), true
+	}
+	return "", false
 }
 
 // serviceAddress resolves "host:port" when host names a Service, relative to namespace as the

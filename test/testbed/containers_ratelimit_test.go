@@ -46,9 +46,10 @@ func TestRatelimitEnv(t *testing.T) {
 	}{
 		"EnvoyGateway": {
 			in: map[string]string{"CONFIG_GRPC_XDS_SERVER_URL": "envoy-gateway:18001", "REDIS_URL": "redis.rl.svc.cluster.local:6379",
-				"GRPC_SERVER_TLS_CERT": "/certs/tls.crt", "LOG_LEVEL": "info"},
+				"GRPC_SERVER_TLS_CERT": "/certs/tls.crt", "LOG_LEVEL": "info", "PROMETHEUS_ADDR": ":19001", "ADMIN": "127.0.0.1:9000"},
 			want: map[string]string{"CONFIG_GRPC_XDS_SERVER_URL": relay.String(), "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "envoy-gateway",
 				"REDIS_URL": relay.String(), "GRPC_SERVER_TLS_CERT": "/certs/tls.crt", "LOG_LEVEL": "info",
+				"PROMETHEUS_ADDR": "127.0.1.5:19001", "ADMIN": "127.1.1.5:9000",
 				"HOST": "127.0.1.5", "GRPC_HOST": "127.0.1.5", "DEBUG_HOST": "127.0.1.5"},
 			asked: []string{"envoy-gateway.envoy-gateway-system.svc", "redis.rl.svc.cluster.local"},
 		},

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,6 +194,14 @@ func (tb *Testbed) StartEnvoyGateway(ctx context.Context, opts EnvoyGatewayOptio
 	if err := os.WriteFile(cfgPath, []byte(envoyGatewayConfig(opts)), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", cfgPath, err)
 	}
+	// Before the server starts: when rate limiting is on it creates the rate limit's
+	// Deployment, Service and ServiceAccount once, at start, owned by the chart's objects of the
+	// same kinds named envoy-gateway, and gives up (logging "failed to create ratelimit infra")
+	// if one is missing.
+	if err := tb.createEnvoyGatewayObjects(ctx); err != nil {
+		eg.certs.Stop()
+		return nil, err
+	}
 	if eg.netns, err = newNetNS(); err != nil {
 		eg.certs.Stop()
 		return nil, fmt.Errorf("envoy-gateway: %w", err)
@@ -214,19 +223,39 @@ func (tb *Testbed) StartEnvoyGateway(ctx context.Context, opts EnvoyGatewayOptio
 		eg.Stop()
 		return nil, err
 	}
-	if err := tb.createEnvoyGatewayService(ctx); err != nil {
-		eg.Stop()
-		return nil, err
-	}
 	tb.RouteServiceToHost(EnvoyGatewayNamespace, "envoy-gateway", eg.Dial)
 	eg.unroute = func() { tb.RouteServiceToHost(EnvoyGatewayNamespace, "envoy-gateway", nil) }
 	return eg, nil
 }
 
-// createEnvoyGatewayService creates the Service the chart gives the control plane, whose cluster
-// DNS name the proxies' bootstrap names for xDS; the testbed routes it to the host process
-// (services.go), since no pod backs it.
-func (tb *Testbed) createEnvoyGatewayService(ctx context.Context) error {
+// createEnvoyGatewayObjects creates what the chart gives the control plane: the Service, whose
+// cluster DNS name the proxies' bootstrap names for xDS (the testbed routes it to the host
+// process, services.go, since no pod backs it), the ServiceAccount, and the Deployment with
+// replicas 0 (the process runs on the host: the object exists because the control plane makes
+// it the owner of the rate limit's Deployment).
+func (tb *Testbed) createEnvoyGatewayObjects(ctx context.Context) error {
+	labels := map[string]string{"control-plane": "envoy-gateway"}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "envoy-gateway", Namespace: EnvoyGatewayNamespace, Labels: labels}}
+	if _, err := tb.Client.CoreV1().ServiceAccounts(EnvoyGatewayNamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ServiceAccount %s/envoy-gateway: %w", EnvoyGatewayNamespace, err)
+	}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "envoy-gateway", Namespace: EnvoyGatewayNamespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{ServiceAccountName: "envoy-gateway", Containers: []corev1.Container{{
+					Name: "envoy-gateway", Image: "docker.io/envoyproxy/gateway:" + EnvoyGatewayVersion,
+					Args: []string{"server", "--config-path=/config/envoy-gateway.yaml"},
+				}}},
+			},
+		},
+	}
+	if _, err := tb.Client.AppsV1().Deployments(EnvoyGatewayNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Deployment %s/envoy-gateway: %w", EnvoyGatewayNamespace, err)
+	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "envoy-gateway", Namespace: EnvoyGatewayNamespace,
 			Labels: map[string]string{"control-plane": "envoy-gateway"}},
