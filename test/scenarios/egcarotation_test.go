@@ -324,11 +324,11 @@ func TestEGCARotation(t *testing.T) {
 	// What STALE_PROCESS means on the real rate limit: its xDS client's CA and leaf. Restarting
 	// the control plane (a rollout, as Envoy Gateway's docs ask after certgen --overwrite) makes
 	// it reconnect, and it cannot.
+	before := strings.Count(rlLog(), "\n")
 	if err := eg.Stop(); err != nil {
 		t.Logf("stop envoy-gateway: %v", err)
 	}
 	eg = testbed.StartEnvoyGatewayT(t, tb, egOpts)
-	before := strings.Count(rlLog(), "\n")
 	connected("the new proxy reconnected to the restarted control plane")
 	// The rate limit's client dials with grpc.WithBlock, which retries a failed handshake
 	// without logging it: what shows is a dial that never succeeds, while the control plane
