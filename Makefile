@@ -16,7 +16,7 @@ GOTEST_FLAGS ?= -timeout 20m
 # command's checksum database), so every machine and CI lints with the same checks.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway cert-manager build demo testbed clean-envoy help
+.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway cert-manager ratelimit build demo testbed clean-envoy help
 
 help:
 	@echo "certdrift make targets (docs/development.md has more):"
@@ -31,6 +31,7 @@ help:
 	@echo "  make helm           build the helm CLI the chart tests use into .cache/helm/<version>/"
 	@echo "  make envoy-gateway  build the real Envoy Gateway control plane and its CRDs into .cache/envoy-gateway/<version>/ (about 30 minutes, once)"
 	@echo "  make cert-manager   build cert-manager's CA issuing controllers and collect its CRDs into .cache/cert-manager/<version>/ (minutes, once)"
+	@echo "  make ratelimit      build the real Envoy rate limit service into .cache/ratelimit/<version>/ (minutes, once)"
 	@echo "  make testbed        run the test cluster (etcd, kube-apiserver, controller manager, a node agent) until Ctrl-C; prints its kubeconfig"
 	@echo "  make clean-envoy    remove .cache/envoy"
 
@@ -89,7 +90,7 @@ test-envoy-versions: envoy
 	done
 
 # Real parts the tests start: cached under .cache/, built or fetched once.
-deps: envoy kube helm envoy-gateway cert-manager
+deps: envoy kube helm envoy-gateway cert-manager ratelimit
 
 envoy:
 	@for v in $(ENVOY_VERSION) $(ENVOY_EXTRA_VERSIONS); do ./scripts/fetch-envoy.sh "$$v"; done
@@ -108,6 +109,11 @@ envoy-gateway: helm
 
 cert-manager:
 	@./scripts/build-cert-manager.sh >/dev/null
+
+# The real rate limit service Envoy Gateway deploys with global rate limiting
+# (test/testbed/containers_ratelimit.go), built from its Go module.
+ratelimit:
+	@./scripts/build-ratelimit.sh >/dev/null
 
 build:
 	@if [ ! -d cmd/certdrift ] || [ -z "$$(ls cmd/certdrift/*.go 2>/dev/null)" ]; then \

@@ -120,7 +120,9 @@ func (a *auditor) checkProcess(ev *EnvoyView, bs []*Binding, state map[*Binding]
 			}
 			continue
 		}
-		why := "it is declared as not reloading certificates (annotation " + AnnotationHotReload + `: "false")`
+		// NoHotReload comes from the annotation or from discovery knowing the component
+		// (Envoy Gateway's rate limit): the message names both.
+		why := "it does not reload certificates (annotation " + AnnotationHotReload + `: "false", or a component known not to, such as Envoy Gateway's rate limit)`
 		if isSubPath {
 			why = fmt.Sprintf("it reads the Secret through a subPath mount (%s), which is never updated", risk.MountPath)
 		}

@@ -108,7 +108,10 @@ func runAuditOn(t *testing.T, bed *testbed.Testbed, ns string, args ...string) (
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	full := append([]string{"audit", "--kubeconfig", bed.KubeconfigPath, "--namespace", ns, "-o", "json"}, args...)
-	res, err := cdbin.Run(ctx, certdriftBinary(t), []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, full...)
+	bin := certdriftBinary(t)
+	start := time.Now()
+	res, err := cdbin.Run(ctx, bin, []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, full...)
+	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +123,7 @@ func runAuditOn(t *testing.T, bed *testbed.Testbed, ns string, args ...string) (
 	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
 		t.Fatalf("certdrift %s: exit %d, report is not JSON: %v\n%s", strings.Join(args, " "), code, err, res.Output())
 	}
-	t.Logf("OBSERVED: certdrift audit -n %s %s: exit %d, %d findings, %d bindings", ns, strings.Join(args, " "), code, len(r.Findings), len(r.Bindings))
+	t.Logf("OBSERVED: certdrift audit -n %s %s: exit %d, %d findings, %d bindings, %s wall", ns, strings.Join(args, " "), code, len(r.Findings), len(r.Bindings), took.Round(time.Millisecond))
 	for _, f := range r.Findings {
 		t.Logf("OBSERVED:   %s %s %s (%s): %s", f.Severity, f.Code, f.Subject.Envoy, f.Subject.Source, f.Message)
 	}

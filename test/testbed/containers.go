@@ -61,6 +61,8 @@ type container struct {
 	envoy  bool
 	// certdrift: the image is certdrift's (containers_certdrift.go).
 	certdrift bool
+	// ratelimit: the image is the Envoy rate limit service's (containers_ratelimit.go).
+	ratelimit bool
 	dir       string
 	env       map[string]string
 	volumes   map[string]corev1.Volume // the pod's, by name
@@ -92,7 +94,7 @@ type container struct {
 func newContainer(w *podWorker, pod *corev1.Pod, spec corev1.Container, init bool) *container {
 	c := &container{
 		w: w, spec: spec, init: init, policy: pod.Spec.RestartPolicy,
-		envoy: isEnvoyImage(spec.Image), certdrift: isCertdriftImage(spec.Image),
+		envoy: isEnvoyImage(spec.Image), certdrift: isCertdriftImage(spec.Image), ratelimit: isRatelimitImage(spec.Image),
 		dir:    filepath.Join(w.dir, "containers", spec.Name),
 		log:    w.log.With("container", spec.Name),
 		stopCh: make(chan struct{}),
@@ -161,6 +163,9 @@ func containerEnv(pod *corev1.Pod, w *podWorker, spec corev1.Container) map[stri
 	}
 	return env
 }
+
+// runsProcess: the image is one the testbed runs a real process for.
+func (c *container) runsProcess() bool { return c.envoy || c.certdrift || c.ratelimit }
 
 func (c *container) start() { go c.supervise() }
 
@@ -238,7 +243,7 @@ func (c *container) runOnce(attempt int) (exitCode int32, reason, message string
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return 0, "", "", fmt.Errorf("create container directory: %w", err)
 	}
-	if !c.envoy && !c.certdrift {
+	if !c.runsProcess() {
 		c.markRunning(attempt, "testbed://"+string(c.w.uid)+"/"+c.spec.Name, "")
 		<-c.stopCh
 		c.markTerminated(0, "Completed", "")
@@ -257,6 +262,10 @@ func (c *container) runOnce(attempt int) (exitCode int32, reason, message string
 		}
 		path, version = bin.Path, bin.Version
 		if argv, binds, err = c.prepareEnvoy(path); err != nil {
+			return 0, "", "", err
+		}
+	} else if c.ratelimit {
+		if path, argv, env, binds, err = c.prepareRatelimit(); err != nil {
 			return 0, "", "", err
 		}
 	} else {
@@ -351,7 +360,7 @@ func (c *container) markRunning(attempt int, id, version string) {
 	c.containerID, c.version = id, version
 	c.ready, c.probeOK, c.probeFail, c.lastProbe = false, 0, 0, time.Time{}
 	c.waitReason, c.waitMessage = "", ""
-	if !c.envoy && !c.certdrift {
+	if !c.runsProcess() {
 		c.ready = true
 	}
 }
@@ -641,7 +650,7 @@ const adminGrace = 10 * time.Second
 // (against the pod IP, as the kubelet probes), else Envoy's admin /ready, else "running".
 func (c *container) probe() {
 	c.mu.Lock()
-	if c.state != stateRunning || (!c.envoy && !c.certdrift) || time.Since(c.lastProbe) < probeEvery {
+	if c.state != stateRunning || !c.runsProcess() || time.Since(c.lastProbe) < probeEvery {
 		c.mu.Unlock()
 		return
 	}
@@ -660,7 +669,7 @@ func (c *container) probe() {
 		err = c.probeHTTP(rp.HTTPGet)
 	case rp != nil && rp.TCPSocket != nil:
 		err = c.probeTCP(rp.TCPSocket)
-	case c.certdrift:
+	case c.certdrift || c.ratelimit:
 		// No readinessProbe: ready once the first declared port answers (else once running).
 		if len(c.spec.Ports) > 0 {
 			err = c.probeTCP(&corev1.TCPSocketAction{Port: intstr.FromInt32(c.spec.Ports[0].ContainerPort)})

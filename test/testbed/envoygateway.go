@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,13 @@ type EnvoyGatewayOptions struct {
 	// ReadyTimeout bounds CRD installation, certgen and the control plane becoming ready
 	// (default 2 minutes).
 	ReadyTimeout time.Duration
+	// RateLimitRedisURL turns global rate limiting on, as the chart's
+	// config.envoyGateway.rateLimit does: the EnvoyGateway config gets
+	// rateLimit.backend.redis.url, and the control plane creates the envoy-ratelimit
+	// Deployment (the real rate limit service on the node agent, containers_ratelimit.go)
+	// and serves its configuration over xDS on 18001. Typically a Redis's Service address
+	// (StartRedis).
+	RateLimitRedisURL string
 }
 
 // EnvoyGateway is the real Envoy Gateway control plane (`envoy-gateway server`, Kubernetes
@@ -84,6 +92,7 @@ type EnvoyGateway struct {
 	Version string
 
 	proc     *process
+	certs    *hostSecretVolume
 	netns    *netNS
 	unroute  func()
 	stopOnce sync.Once
@@ -119,9 +128,13 @@ func (tb *Testbed) InstallEnvoyGatewayCRDs(ctx context.Context, dir string) erro
 // What differs from the chart's Deployment, and why:
 //   - The server reads its xDS serving certificate from the fixed path /certs (the chart mounts
 //     the Secret envoy-gateway there). It runs in a private mount namespace with a directory
-//     holding that Secret's ca.crt, tls.crt and tls.key bind-mounted read-only at /certs, the
-//     same mechanism as certdrift pods (mountns_linux.go); this needs root. The files are a
-//     copy taken at start: a later `certgen --overwrite` does not reach the running server.
+//     bind-mounted read-only at /certs, the same mechanism as certdrift pods
+//     (mountns_linux.go); this needs root. The testbed keeps that directory as the kubelet keeps
+//     a Secret volume (hostvolume.go: the atomic-writer layout, re-projected every volume sync
+//     period), so `certgen --overwrite` reaches the running server as in a cluster. The server
+//     reads the files again for every TLS handshake it accepts (internal/crypto LoadTLSConfig's
+//     GetConfigForClient): a new connection sees the new files, an established one keeps the
+//     certificates it was made with.
 //   - It binds fixed ports on all addresses (xDS 18000, metrics 19001, health 8081) and admin
 //     127.0.0.1:19000, as it does in its pod's network namespace; it gets a network namespace
 //     of its own here too (netns_linux.go), so two control planes, or a pod listening on 18000,
@@ -168,23 +181,40 @@ func (tb *Testbed) StartEnvoyGateway(ctx context.Context, opts EnvoyGatewayOptio
 	}
 
 	certs := filepath.Join(eg.Dir, "certs")
-	if err := tb.copySecretFiles(ctx, EnvoyGatewayNamespace, "envoy-gateway", certs, "ca.crt", "tls.crt", "tls.key"); err != nil {
+	every := 2 * time.Second
+	if len(tb.Nodes) > 0 {
+		every = tb.Nodes[0].syncDelay
+	}
+	// The chart mounts the whole Secret envoy-gateway at /certs; the server reads ca.crt,
+	// tls.crt and tls.key from it.
+	if eg.certs, err = startHostSecretVolume(ctx, tb.Client, EnvoyGatewayNamespace, "envoy-gateway", certs, nil, every, tb.log); err != nil {
 		return nil, err
 	}
 	cfgPath := filepath.Join(eg.Dir, "envoy-gateway.yaml")
-	if err := os.WriteFile(cfgPath, []byte(envoyGatewayConfig), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(envoyGatewayConfig(opts)), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", cfgPath, err)
 	}
+	// Before the server starts: when rate limiting is on it creates the rate limit's
+	// Deployment, Service and ServiceAccount once, at start, owned by the chart's objects of the
+	// same kinds named envoy-gateway, and gives up (logging "failed to create ratelimit infra")
+	// if one is missing.
+	if err := tb.createEnvoyGatewayObjects(ctx); err != nil {
+		eg.certs.Stop()
+		return nil, err
+	}
 	if eg.netns, err = newNetNS(); err != nil {
+		eg.certs.Stop()
 		return nil, fmt.Errorf("envoy-gateway: %w", err)
 	}
 	// The kubeconfig names the API server as 127.0.0.1:<port>: the same address inside.
 	apiserver := strings.TrimPrefix(tb.Config.Host, "https://")
 	if err := eg.netns.forwardIn(apiserver, apiserver); err != nil {
+		eg.certs.Stop()
 		eg.netns.Close()
 		return nil, fmt.Errorf("envoy-gateway: relay the API server: %w", err)
 	}
 	if eg.proc, err = startEnvoyGatewayServer(bin, cfgPath, certs, eg.Dir, tb.KubeconfigPath, eg.netns); err != nil {
+		eg.certs.Stop()
 		eg.netns.Close()
 		return nil, err
 	}
@@ -193,19 +223,39 @@ func (tb *Testbed) StartEnvoyGateway(ctx context.Context, opts EnvoyGatewayOptio
 		eg.Stop()
 		return nil, err
 	}
-	if err := tb.createEnvoyGatewayService(ctx); err != nil {
-		eg.Stop()
-		return nil, err
-	}
 	tb.RouteServiceToHost(EnvoyGatewayNamespace, "envoy-gateway", eg.Dial)
 	eg.unroute = func() { tb.RouteServiceToHost(EnvoyGatewayNamespace, "envoy-gateway", nil) }
 	return eg, nil
 }
 
-// createEnvoyGatewayService creates the Service the chart gives the control plane, whose cluster
-// DNS name the proxies' bootstrap names for xDS; the testbed routes it to the host process
-// (services.go), since no pod backs it.
-func (tb *Testbed) createEnvoyGatewayService(ctx context.Context) error {
+// createEnvoyGatewayObjects creates what the chart gives the control plane: the Service, whose
+// cluster DNS name the proxies' bootstrap names for xDS (the testbed routes it to the host
+// process, services.go, since no pod backs it), the ServiceAccount, and the Deployment with
+// replicas 0 (the process runs on the host: the object exists because the control plane makes
+// it the owner of the rate limit's Deployment).
+func (tb *Testbed) createEnvoyGatewayObjects(ctx context.Context) error {
+	labels := map[string]string{"control-plane": "envoy-gateway"}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "envoy-gateway", Namespace: EnvoyGatewayNamespace, Labels: labels}}
+	if _, err := tb.Client.CoreV1().ServiceAccounts(EnvoyGatewayNamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ServiceAccount %s/envoy-gateway: %w", EnvoyGatewayNamespace, err)
+	}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "envoy-gateway", Namespace: EnvoyGatewayNamespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{ServiceAccountName: "envoy-gateway", Containers: []corev1.Container{{
+					Name: "envoy-gateway", Image: "docker.io/envoyproxy/gateway:" + EnvoyGatewayVersion,
+					Args: []string{"server", "--config-path=/config/envoy-gateway.yaml"},
+				}}},
+			},
+		},
+	}
+	if _, err := tb.Client.AppsV1().Deployments(EnvoyGatewayNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create Deployment %s/envoy-gateway: %w", EnvoyGatewayNamespace, err)
+	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "envoy-gateway", Namespace: EnvoyGatewayNamespace,
 			Labels: map[string]string{"control-plane": "envoy-gateway"}},
@@ -228,8 +278,9 @@ func (tb *Testbed) createEnvoyGatewayService(ctx context.Context) error {
 // envoyGatewayConfig is the server's EnvoyGateway config file: the chart's defaults (Kubernetes
 // provider, its controllerName, the shutdown-manager image of the release: a binary built
 // without the release Makefile's -X defaults names docker.io/envoyproxy/gateway-dev:latest)
-// minus the topology injector webhook.
-const envoyGatewayConfig = `apiVersion: gateway.envoyproxy.io/v1alpha1
+// minus the topology injector webhook, plus the rate limit backend when asked for.
+func envoyGatewayConfig(opts EnvoyGatewayOptions) string {
+	cfg := `apiVersion: gateway.envoyproxy.io/v1alpha1
 kind: EnvoyGateway
 gateway:
   controllerName: ` + EnvoyGatewayControllerName + `
@@ -244,6 +295,16 @@ provider:
     shutdownManager:
       image: docker.io/envoyproxy/gateway:` + EnvoyGatewayVersion + `
 `
+	if opts.RateLimitRedisURL != "" {
+		cfg += `rateLimit:
+  backend:
+    type: Redis
+    redis:
+      url: ` + strconv.Quote(opts.RateLimitRedisURL) + `
+`
+	}
+	return cfg
+}
 
 // EnvoyGatewayCertgen runs `envoy-gateway certgen` against the testbed: it creates the control
 // plane's Secrets in EnvoyGatewayNamespace if absent (the namespace must exist). Its output
@@ -270,27 +331,6 @@ func (tb *Testbed) envoyGatewayEnv() []string {
 func envoyGatewayEnv(home, kubeconfig string) []string {
 	return []string{"PATH=/usr/bin:/bin", "HOME=" + home, "KUBECONFIG=" + kubeconfig,
 		"ENVOY_GATEWAY_NAMESPACE=" + EnvoyGatewayNamespace}
-}
-
-// copySecretFiles writes the named keys of a Secret as 0600 files in a new 0700 directory dir.
-func (tb *Testbed) copySecretFiles(ctx context.Context, ns, name, dir string, keys ...string) error {
-	s, err := tb.Client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("read Secret %s/%s: %w", ns, name, err)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
-	}
-	for _, k := range keys {
-		v, ok := s.Data[k]
-		if !ok {
-			return fmt.Errorf("key %s missing from Secret %s/%s", k, ns, name)
-		}
-		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
-			return fmt.Errorf("write %s of Secret %s/%s: %w", k, ns, name, err)
-		}
-	}
-	return nil
 }
 
 func startEnvoyGatewayServer(bin, cfgPath, certs, dir, kubeconfig string, ns *netNS) (*process, error) {
@@ -371,6 +411,7 @@ func (eg *EnvoyGateway) Stop() error {
 			eg.unroute()
 		}
 		err := eg.proc.stop(stopGrace)
+		eg.certs.Stop()
 		eg.stopErr = errors.Join(err, eg.netns.Close())
 	})
 	return eg.stopErr
@@ -383,3 +424,15 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// CertsDir is the node-side directory bind-mounted at /certs in the control plane's mount
+// namespace (the Secret envoy-gateway, kept current like a Secret volume).
+func (eg *EnvoyGateway) CertsDir() string { return eg.certs.to }
+
+// HoldCerts stops re-projecting /certs: the control plane keeps seeing the Secret as it is now,
+// as a control plane whose node's kubelet has not synced the volume yet. ReleaseCerts projects
+// the current Secret at once and resumes the sync.
+func (eg *EnvoyGateway) HoldCerts() { eg.certs.Hold() }
+
+// ReleaseCerts: see HoldCerts.
+func (eg *EnvoyGateway) ReleaseCerts(ctx context.Context) error { return eg.certs.Release(ctx) }

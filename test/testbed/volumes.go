@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Volumes live in <pod dir>/volumes/<volume name>. Secret, ConfigMap, projected and
@@ -115,12 +116,19 @@ func (w *podWorker) projectedSource(ctx context.Context, pod *corev1.Pod, volume
 func ptrTrue(b *bool) bool { return b != nil && *b }
 
 func (w *podWorker) secretFiles(ctx context.Context, name string, items []corev1.KeyToPath, optional bool) (map[string][]byte, error) {
-	s, err := w.node.client.CoreV1().Secrets(w.namespace).Get(ctx, name, metav1.GetOptions{})
+	return secretVolumeFiles(ctx, w.node.client, w.namespace, name, items, optional)
+}
+
+// secretVolumeFiles is the payload of a Secret volume: what the node agent projects into pods
+// and what the testbed projects for the control planes it runs as host processes
+// (hostvolume.go).
+func secretVolumeFiles(ctx context.Context, client kubernetes.Interface, namespace, name string, items []corev1.KeyToPath, optional bool) (map[string][]byte, error) {
+	s, err := client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) && optional {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get Secret %s/%s: %w", w.namespace, name, err)
+		return nil, fmt.Errorf("get Secret %s/%s: %w", namespace, name, err)
 	}
 	return selectItems("Secret", name, s.Data, items, optional)
 }

@@ -87,6 +87,10 @@ func targetFor(p *corev1.Pod, enabled map[kube.Preset]bool) *kube.EnvoyTarget {
 		}
 		t.DeclaredSecrets = refs
 	}
+	// Envoy Gateway's rate limit loads its certificates once, at start (the envoy-rate-limit
+	// Secret at /certs): it needs no annotation to be judged as such; the annotation can still
+	// say otherwise.
+	t.NoHotReload = preset == kube.PresetNoReload && isEnvoyGatewayRateLimit(p)
 	if v, ok := a[kube.AnnotationHotReload]; ok {
 		hot, err := strconv.ParseBool(strings.TrimSpace(v))
 		if err != nil {
@@ -150,6 +154,9 @@ func matchPreset(p *corev1.Pod, enabled map[kube.Preset]bool) (kube.Preset, stri
 		}
 	}
 	if enabled[kube.PresetEnvoyGateway] {
+		if isEnvoyGatewayRateLimit(p) {
+			return kube.PresetNoReload, envoyContainer(p, "envoy-ratelimit"), true
+		}
 		_, owned := l["gateway.envoyproxy.io/owning-gateway-name"]
 		if owned || l["app.kubernetes.io/managed-by"] == "envoy-gateway" {
 			return kube.PresetEnvoyGateway, envoyContainer(p, "envoy"), true
@@ -170,6 +177,17 @@ func matchPreset(p *corev1.Pod, enabled map[kube.Preset]bool) (kube.Preset, stri
 		return kube.PresetNoReload, envoyContainer(p, ""), true
 	}
 	return "", "", false
+}
+
+// isEnvoyGatewayRateLimit recognises the rate limit Deployment's pods Envoy Gateway creates when
+// global rate limiting is on, by the labels it gives them (app.kubernetes.io/managed-by
+// envoy-gateway, app.kubernetes.io/component ratelimit) and by running no Envoy: the rate limit
+// service (image envoyproxy/ratelimit), which has no Envoy admin and never reloads its
+// certificates.
+func isEnvoyGatewayRateLimit(p *corev1.Pod) bool {
+	l := p.Labels
+	return l["app.kubernetes.io/managed-by"] == "envoy-gateway" && l["app.kubernetes.io/component"] == "ratelimit" &&
+		firstEnvoyImage(p) == ""
 }
 
 // allContainers lists regular containers and native sidecars (init containers that keep

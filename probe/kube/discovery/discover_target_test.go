@@ -90,6 +90,25 @@ func TestMatchPreset(t *testing.T) {
 			enabled: map[kube.Preset]bool{kube.PresetIstio: true},
 			want:    want{kube.PresetNoReload, "ratelimit", true},
 		},
+		"EnvoyGatewayRateLimit": {
+			reason: "the rate limit Envoy Gateway deploys carries its labels but runs no Envoy: a component without admin that never reloads",
+			pod: pod(map[string]string{"app.kubernetes.io/managed-by": "envoy-gateway", "app.kubernetes.io/component": "ratelimit", "app.kubernetes.io/name": "envoy-ratelimit"},
+				nil, c("envoy-ratelimit", "docker.io/envoyproxy/ratelimit:8fe6ea42")),
+			want: want{kube.PresetNoReload, "envoy-ratelimit", true},
+		},
+		"EnvoyGatewayRateLimitPresetDisabled": {
+			reason: "without the Envoy Gateway preset its rate limit is recognised only by the annotation",
+			pod: pod(map[string]string{"app.kubernetes.io/managed-by": "envoy-gateway", "app.kubernetes.io/component": "ratelimit"},
+				nil, c("envoy-ratelimit", "docker.io/envoyproxy/ratelimit:8fe6ea42")),
+			enabled: map[kube.Preset]bool{kube.PresetEnvoy: true},
+			want:    want{},
+		},
+		"EnvoyGatewayComponentRunningEnvoy": {
+			reason: "a pod labelled as a rate limit that runs an Envoy is audited as Envoy Gateway's Envoy",
+			pod: pod(map[string]string{"app.kubernetes.io/managed-by": "envoy-gateway", "app.kubernetes.io/component": "ratelimit"},
+				nil, c("envoy", "envoyproxy/envoy:v1.36")),
+			want: want{kube.PresetEnvoyGateway, "envoy", true},
+		},
 		"HotReloadTrueIsNotATarget": {
 			reason: "hot-reload true on a non-Envoy pod says nothing to audit",
 			pod:    pod(nil, map[string]string{kube.AnnotationHotReload: "true"}, c("ratelimit", "envoyproxy/ratelimit:master")),
@@ -304,5 +323,38 @@ func TestContainerPorts(t *testing.T) {
 		{Name: "ca", Sources: []kube.VolumeSource{{Kind: "ConfigMap", Name: "bundle"}}}}
 	if diff := cmp.Diff(wantVols, tg.Volumes); diff != "" {
 		t.Errorf("Volumes (the token volume marked): -want +got:\n%s", diff)
+	}
+}
+
+// TestEnvoyGatewayRateLimitTarget: the rate limit pod as Envoy Gateway v1.9.1 creates it (labels,
+// container, /certs mount of envoy-rate-limit; observed on the test cluster, scenario
+// eg-ca-rotation) is a target without admin that never reloads, with no annotation; the
+// annotation hot-reload "true" still overrides that.
+func TestEnvoyGatewayRateLimitTarget(t *testing.T) {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "envoy-gateway-system", Name: "envoy-ratelimit-5d4f-abc", UID: "u1",
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "envoy-gateway", "app.kubernetes.io/component": "ratelimit", "app.kubernetes.io/name": "envoy-ratelimit"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "envoy-ratelimit", Image: "docker.io/envoyproxy/ratelimit:8fe6ea42",
+				Ports:        []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8081}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/certs", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "envoy-rate-limit"}}}},
+		},
+	}
+	tg := targetFor(p, map[kube.Preset]bool{kube.PresetEnvoyGateway: true})
+	if tg == nil {
+		t.Fatal("targetFor(Envoy Gateway rate limit) = nil, want a target")
+	}
+	if tg.AdminPort != 0 || len(tg.AnnotationErrors) != 0 || !tg.NoHotReload || tg.Preset != kube.PresetNoReload {
+		t.Errorf("target: admin port %d, errors %v, no hot reload %v, preset %q; want 0, none, true, %q",
+			tg.AdminPort, tg.AnnotationErrors, tg.NoHotReload, tg.Preset, kube.PresetNoReload)
+	}
+	want := []ref.Source{{Kind: "Secret", Namespace: "envoy-gateway-system", Name: "envoy-rate-limit"}}
+	if diff := cmp.Diff(want, kube.MountedRefs(*tg)); diff != "" {
+		t.Errorf("the mounted Secret: -want +got:\n%s", diff)
+	}
+	p.Annotations = map[string]string{kube.AnnotationHotReload: "true"}
+	if tg := targetFor(p, map[kube.Preset]bool{kube.PresetEnvoyGateway: true}); tg == nil || tg.NoHotReload {
+		t.Errorf("annotated hot-reload true: target %+v, want one that reloads", tg)
 	}
 }

@@ -13,7 +13,11 @@
 //     (ingressgateway, egressgateway, eastwestgateway), or label gateway.istio.io/managed;
 //     admin 15000 on localhost;
 //   - preset envoy-gateway: label app.kubernetes.io/managed-by=envoy-gateway or label
-//     gateway.envoyproxy.io/owning-gateway-name; admin 19000 on localhost, stats on 19001;
+//     gateway.envoyproxy.io/owning-gateway-name; admin 19000 on localhost, stats on 19001.
+//     Except Envoy Gateway's rate limit (labels managed-by envoy-gateway and
+//     app.kubernetes.io/component=ratelimit, no Envoy container): it is no Envoy and loads its
+//     certificates once, so it is a no-reload target (below) without needing the annotation;
+//     hot-reload "true" on it says otherwise;
 //   - preset envoy: a container whose image repository's last path element contains "envoy"
 //     (envoyproxy/envoy, envoyproxy/envoy-distroless, a private mirror .../envoy); admin 9901
 //     on the pod IP;
