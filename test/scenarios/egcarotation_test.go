@@ -318,8 +318,8 @@ func TestEGCARotation(t *testing.T) {
 		t.Logf("OBSERVED rate limit %s serves the new envoy-rate-limit leaf %s: its serving pair is reloaded from /certs", rl.Name, serial(leaf))
 	}
 	code, r = audit("control plane synced")
-	if got, want := r.findings(), []string{"STALE_PROCESS warning " + rlName}; !slices.Equal(got, want) {
-		t.Errorf("audit after the control plane synced: findings %v, want %v", got, want)
+	if got, want := r.findings(), []string{"STALE_PROCESS warning " + rlName}; code != 1 || !slices.Equal(got, want) {
+		t.Errorf("audit after the control plane synced: exit %d, findings %v; want exit 1 (findings), %v", code, got, want)
 	}
 	// What STALE_PROCESS means on the real rate limit: its xDS client's CA and leaf. Restarting
 	// the control plane (a rollout, as Envoy Gateway's docs ask after certgen --overwrite) makes

@@ -50,12 +50,12 @@ func resolvePathMode(m PathMode) (PathMode, error) {
 		return m, nil
 	case PathsMountNS:
 		if runtime.GOOS != "linux" {
-			return "", fmt.Errorf("Envoy path mode %q needs Linux mount namespaces; use %s=%s", m, PathModeEnv, PathsRewrite)
+			return "", fmt.Errorf("envoy path mode %q needs Linux mount namespaces; use %s=%s", m, PathModeEnv, PathsRewrite)
 		}
 		if os.Geteuid() != 0 {
-			return "", fmt.Errorf("Envoy path mode %q needs root (a mount namespace per Envoy, CAP_SYS_ADMIN); run as root or use %s=%s", m, PathModeEnv, PathsRewrite)
+			return "", fmt.Errorf("envoy path mode %q needs root (a mount namespace per Envoy, CAP_SYS_ADMIN); run as root or use %s=%s", m, PathModeEnv, PathsRewrite)
 		}
 		return m, nil
 	}
-	return "", fmt.Errorf("Envoy path mode %q: want %q or %q", m, PathsMountNS, PathsRewrite)
+	return "", fmt.Errorf("envoy path mode %q: want %q or %q", m, PathsMountNS, PathsRewrite)
 }
