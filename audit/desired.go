@@ -94,41 +94,72 @@ func (a *auditor) checkDesired(obs []desired.Observation) {
 		}
 	}
 	for _, d := range a.desired.all {
-		it := d.it
-		for _, e := range []struct {
-			err  error
-			file string
-			what string
-		}{{it.ChainErr, it.CertPath, "certificate"}, {it.KeyErr, it.KeyPath, "private key"}, {it.CAErr, it.CAPath, "CA bundle"}} {
-			if e.err != nil && errors.Is(e.err, fs.ErrNotExist) {
-				s := d.subject()
-				s.File = e.file
-				a.reportMissingSource(s, fmt.Sprintf("%s of %s: %s does not exist", e.what, d.name(), e.file))
-			} else if e.err != nil {
-				s := d.subject()
-				s.File = e.file
-				a.add(Finding{Code: ParseError, Severity: Warning, Subject: s,
-					Message: fmt.Sprintf("%s of %s in %s: %v", e.what, d.name(), e.file, e.err),
-					Advice:  "replace the file with valid PEM; the checks that need it were skipped"})
+		var (
+			k        memoKey
+			memoable bool
+		)
+		if a.memo != nil {
+			if k, memoable = a.memo.key(d, a.policy); memoable && a.memo.clean(k, a.now) {
+				continue
 			}
+			// A certificate whose expiry another source already reported is deduplicated
+			// (seenValidity), so its silence here is not a clean verdict of its own.
+			memoable = memoable && !a.validitySeen(d.it.Chain)
 		}
-		if len(it.CA) > 0 {
-			a.checkBundleHygiene(d.subject(), it.CAPath, it.CA)
+		before := len(a.findings)
+		a.checkDesiredItem(d)
+		if memoable && len(a.findings) == before {
+			a.memo.remember(k, d, a.policy, a.now)
 		}
-		if d.leaf == nil {
-			continue
+	}
+}
+
+// validitySeen reports whether any certificate of chain has had its expiry reported already.
+func (a *auditor) validitySeen(chain []*x509.Certificate) bool {
+	for _, c := range chain {
+		if c != nil && a.seenValidity[validity{serial: c.SerialNumber, notAfter: c.NotAfter}.key()] {
+			return true
 		}
-		if it.Key != nil && !pki.KeyMatches(d.leaf, it.Key.Public) {
-			a.add(Finding{Code: KeyMismatch, Severity: Critical, Subject: d.subject(),
-				Message:  fmt.Sprintf("private key %s does not match certificate %s", it.KeyPath, it.CertPath),
-				Advice:   "Envoy will refuse this pair; re-issue the certificate or restore the matching key",
-				Evidence: map[string]string{"cert_fingerprint": pki.Fingerprint(d.leaf), "cert_spki_sha256": pki.SPKIHash(d.leaf), "key_algorithm": it.Key.Algorithm}})
+	}
+	return false
+}
+
+// checkDesiredItem judges one desired certificate on its own.
+func (a *auditor) checkDesiredItem(d *desiredCert) {
+	it := d.it
+	for _, e := range []struct {
+		err  error
+		file string
+		what string
+	}{{it.ChainErr, it.CertPath, "certificate"}, {it.KeyErr, it.KeyPath, "private key"}, {it.CAErr, it.CAPath, "CA bundle"}} {
+		if e.err != nil && errors.Is(e.err, fs.ErrNotExist) {
+			s := d.subject()
+			s.File = e.file
+			a.reportMissingSource(s, fmt.Sprintf("%s of %s: %s does not exist", e.what, d.name(), e.file))
+		} else if e.err != nil {
+			s := d.subject()
+			s.File = e.file
+			a.add(Finding{Code: ParseError, Severity: Warning, Subject: s,
+				Message: fmt.Sprintf("%s of %s in %s: %v", e.what, d.name(), e.file, e.err),
+				Advice:  "replace the file with valid PEM; the checks that need it were skipped"})
 		}
-		a.checkValidity("desired", d.subject(), it.Chain, false)
-		a.checkWeak("desired", d.subject(), d.leaf)
-		if len(it.CA) > 0 {
-			a.checkBundleCovers(d.subject(), Critical, it.CA, d.leaf, it.Chain[1:], fmt.Sprintf("the CA bundle %s beside it", it.CAPath))
-		}
+	}
+	if len(it.CA) > 0 {
+		a.checkBundleHygiene(d.subject(), it.CAPath, it.CA)
+	}
+	if d.leaf == nil {
+		return
+	}
+	if it.Key != nil && !pki.KeyMatches(d.leaf, it.Key.Public) {
+		a.add(Finding{Code: KeyMismatch, Severity: Critical, Subject: d.subject(),
+			Message:  fmt.Sprintf("private key %s does not match certificate %s", it.KeyPath, it.CertPath),
+			Advice:   "Envoy will refuse this pair; re-issue the certificate or restore the matching key",
+			Evidence: map[string]string{"cert_fingerprint": pki.Fingerprint(d.leaf), "cert_spki_sha256": pki.SPKIHash(d.leaf), "key_algorithm": it.Key.Algorithm}})
+	}
+	a.checkValidity("desired", d.subject(), it.Chain, false)
+	a.checkWeak("desired", d.subject(), d.leaf)
+	if len(it.CA) > 0 {
+		a.checkBundleCovers(d.subject(), Critical, it.CA, d.leaf, it.Chain[1:], fmt.Sprintf("the CA bundle %s beside it", it.CAPath))
 	}
 }
 

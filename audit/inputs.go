@@ -15,6 +15,9 @@ type Inputs struct {
 	Config  *config.Config
 	Desired []desired.Observation
 	Envoys  []EnvoyView
+	// Memo, when set, carries the clean verdicts on unchanged desired certificates from one Run
+	// to the next (see Memo); the report is the same with or without it.
+	Memo *Memo `json:"-"`
 }
 
 // EnvoyView is what was observed of one Envoy: its loaded view (admin) and served view
