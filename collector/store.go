@@ -227,7 +227,7 @@ func (s *Store) Record(r Round) {
 	tracker, progress := tracker.Next(audit.TrackRound{Desired: audit.DesiredSources(r.Inputs), Bindings: owned,
 		Started: r.Started, Now: now})
 
-	objs := roundObjects(r, s.opt.Shard, progress.Converging)
+	objs := roundObjects(r, s.opt.Shard, progress.Converging, s.objects)
 	// Updates that arrived after the round began may be newer than what it read.
 	var late []DesiredUpdate
 	for name, o := range s.overrides {
