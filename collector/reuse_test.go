@@ -60,7 +60,8 @@ func TestRoundReusesUnchangedDesiredObjects(t *testing.T) {
 		{name: "a loses its certificate", r: round(t0.Add(4*time.Minute), obs("ns", "a", nil)), gone: "ns/a",
 			fp: map[string]string{"ns/a": ""}},
 	}
-	for _, st := range steps {
+	for i, st := range steps {
+		prevExp := s.current()
 		before := map[string]*object{}
 		for _, src := range append(append([]string{}, st.reused...), st.rendered...) {
 			before[src] = objectOf(src)
@@ -78,6 +79,11 @@ func TestRoundReusesUnchangedDesiredObjects(t *testing.T) {
 		}
 		if st.gone != "" && objectOf(st.gone) != nil {
 			t.Errorf("%s: %s's object is still exposed", st.name, st.gone)
+		}
+		// A round that renders nothing new keeps the exposition scrapes hold (no re-assembly);
+		// any change makes a new one.
+		if reusedExp := s.current() == prevExp; reusedExp != (st.name == "unchanged") && i > 0 {
+			t.Errorf("%s: exposition reused = %v", st.name, reusedExp)
 		}
 		var got, want bytes.Buffer
 		if err := s.current().writeText(&got); err != nil {
