@@ -50,7 +50,7 @@ func TestServeRounds(t *testing.T) {
 	addr := proc.FreeAddr(t)
 	var logs syncBuffer
 	cmd := exec.CommandContext(ctx, bin, "serve", "--kubeconfig", tb.KubeconfigPath, "--web.listen-address", addr, "--interval", "2s")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), SyncTimeoutEnv(mode)}
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	started := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -35,7 +35,7 @@ func floorChild(kubeconfig string) int {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // 100,000 Secrets on a busy machine
 	defer cancel()
 	r, err := Floor(ctx, cfg, 1000)
 	if err != nil {
@@ -87,7 +87,8 @@ func TestInventoryScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GOGC=" + os.Getenv("GOGC"), "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT")}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GOGC=" + os.Getenv("GOGC"), "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT"),
+		SyncTimeoutEnv(mode)}
 	type row struct {
 		name string
 		u    []Usage
