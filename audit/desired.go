@@ -96,40 +96,51 @@ func (a *auditor) checkDesired(obs []desired.Observation) {
 				Advice:  "fix the path or the files; nothing from this source was checked"})
 		}
 	}
+	// Expiry (EXPIRED, EXPIRING, NOT_YET_VALID) is judged for every certificate every round: it
+	// is cheap, its messages carry relative times, its thresholds may follow the certificate's
+	// lifetime, and it is de-duplicated across sources. The memo covers the rest, which depends
+	// on the time only through the certificates' own validity windows.
 	type pending struct {
 		d        *desiredCert
 		k        memoKey
 		memoable bool
+		clean    bool // remembered clean: only expiry is judged
 	}
-	var todo []pending
-	for _, d := range a.desired.all {
+	all := make([]pending, len(a.desired.all))
+	var todo []int // indexes of all judged in full
+	for i, d := range a.desired.all {
 		p := pending{d: d}
 		if a.memo != nil {
-			if p.k, p.memoable = a.memo.key(d, a.policy); p.memoable && a.memo.clean(p.k, a.now) {
-				continue
-			}
+			p.k, p.memoable = a.memo.key(d, a.policy)
+			p.clean = p.memoable && a.memo.clean(p.k, a.now)
 		}
-		todo = append(todo, p)
+		all[i] = p
+		if !p.clean {
+			todo = append(todo, i)
+		}
 	}
 	// The bundle check is a signature verification per certificate (≈ 0.1 ms each, a second at
 	// 10,000 Secrets): done first, on every core, into a slot per certificate. The checks
 	// themselves then run in order, so the findings are the same as one by one.
-	verified := make([]*pki.VerifyResult, len(todo))
-	parallel(len(todo), func(i int) {
-		d := todo[i].d
+	verified := make([]*pki.VerifyResult, len(all))
+	parallel(len(todo), func(j int) {
+		i := todo[j]
+		d := all[i].d
 		if d.leaf != nil && len(d.it.CA) > 0 {
 			res := pki.Verify(d.leaf, d.it.Chain[1:], d.it.CA, a.now, x509.ExtKeyUsageAny)
 			verified[i] = &res
 		}
 	})
-	for i, p := range todo {
-		// A certificate whose expiry another source already reported is deduplicated
-		// (seenValidity), so its silence here is not a clean verdict of its own.
-		memoable := p.memoable && !a.validitySeen(p.d.it.Chain)
-		before := len(a.findings)
-		a.checkDesiredItem(p.d, verified[i])
-		if memoable && len(a.findings) == before {
-			a.memo.remember(p.k, p.d, a.policy, a.now)
+	for i, p := range all {
+		if !p.clean {
+			before := len(a.findings)
+			a.checkDesiredItem(p.d, verified[i])
+			if p.memoable && len(a.findings) == before {
+				a.memo.remember(p.k, p.d, a.now)
+			}
+		}
+		if p.d.leaf != nil {
+			a.checkValidity("desired", p.d.subject(), p.d.it.Chain, false)
 		}
 	}
 }
@@ -160,18 +171,8 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// validitySeen reports whether any certificate of chain has had its expiry reported already.
-func (a *auditor) validitySeen(chain []*x509.Certificate) bool {
-	for _, c := range chain {
-		if c != nil && a.seenValidity[validity{serial: c.SerialNumber, notAfter: c.NotAfter}.key()] {
-			return true
-		}
-	}
-	return false
-}
-
-// checkDesiredItem judges one desired certificate on its own; verified is its leaf verified
-// against its CA bundle (nil without a bundle).
+// checkDesiredItem judges one desired certificate on its own, all but its expiry (checkDesired);
+// verified is its leaf verified against its CA bundle (nil without a bundle).
 func (a *auditor) checkDesiredItem(d *desiredCert, verified *pki.VerifyResult) {
 	it := d.it
 	for _, e := range []struct {
@@ -203,7 +204,6 @@ func (a *auditor) checkDesiredItem(d *desiredCert, verified *pki.VerifyResult) {
 			Advice:   "Envoy will refuse this pair; re-issue the certificate or restore the matching key",
 			Evidence: map[string]string{"cert_fingerprint": pki.Fingerprint(d.leaf), "cert_spki_sha256": pki.SPKIHash(d.leaf), "key_algorithm": it.Key.Algorithm}})
 	}
-	a.checkValidity("desired", d.subject(), it.Chain, false)
 	a.checkWeak("desired", d.subject(), d.leaf)
 	if len(it.CA) > 0 && verified != nil {
 		a.reportBundleGap(d.subject(), Critical, *verified, d.leaf, it.CA, fmt.Sprintf("the CA bundle %s beside it", it.CAPath))

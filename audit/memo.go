@@ -26,12 +26,14 @@ import (
 //     key's public half, the item's name and paths, and the policy the checks read. A Secret
 //     whose data changes under the same name, or a new resourceVersion with new data, has another
 //     key; nothing is keyed by name or resourceVersion alone.
-//   - Only clean verdicts are kept. A certificate with any finding is judged every round (its
-//     messages carry relative times such as "expires in 12d"), and so is one with a read error.
-//   - A verdict holds only while the time stays between the same validity boundaries it was
-//     judged between: every certificate's NotBefore and NotAfter and the EXPIRING thresholds
-//     before each NotAfter. Every time comparison the desired checks make (crypto/x509's chain
-//     validity included) is against one of those, so none can come out differently.
+//   - Only clean verdicts are kept: a certificate with any finding is judged every round, and so
+//     is one with a read error.
+//   - Expiry (EXPIRED, EXPIRING, NOT_YET_VALID) is never remembered: Run judges it for every
+//     certificate every round (cheap, and its thresholds may depend on the certificate's
+//     lifetime as well as the policy). What is remembered — key match, weak crypto, bundle
+//     hygiene and the bundle's signature check — depends on the time only through the
+//     certificates' own NotBefore and NotAfter (crypto/x509's chain validity, an expired CA in
+//     the bundle), so a verdict holds only while the time stays between the same ones.
 //   - A verdict not used by a Run is forgotten at its end: a deleted Secret leaves nothing.
 //
 // A Memo is safe for concurrent use; the zero value is not, use NewMemo. A nil *Memo remembers
@@ -121,8 +123,8 @@ func (r *memoRun) clean(k memoKey, now time.Time) bool {
 }
 
 // remember records that d was judged clean at now.
-func (r *memoRun) remember(k memoKey, d *desiredCert, policy config.Policy, now time.Time) {
-	lo, hi, ok := validityWindow(d, policy, now)
+func (r *memoRun) remember(k memoKey, d *desiredCert, now time.Time) {
+	lo, hi, ok := validityWindow(d, now)
 	if !ok {
 		return
 	}
@@ -131,9 +133,9 @@ func (r *memoRun) remember(k memoKey, d *desiredCert, policy config.Policy, now 
 	r.m.entries[k] = memoEntry{lo: lo, hi: hi, gen: r.gen}
 }
 
-// validityWindow is the open interval around now in which no certificate of d crosses a
-// boundary the checks compare the time with. ok is false when now is on a boundary.
-func validityWindow(d *desiredCert, policy config.Policy, now time.Time) (lo, hi time.Time, ok bool) {
+// validityWindow is the open interval around now in which no certificate of d starts or ends
+// its validity. ok is false when now is on a boundary.
+func validityWindow(d *desiredCert, now time.Time) (lo, hi time.Time, ok bool) {
 	lo, hi = time.Unix(0, 0).Add(-math.MaxInt64), time.Unix(0, 0).Add(math.MaxInt64)
 	ok = true
 	see := func(b time.Time) {
@@ -153,8 +155,6 @@ func validityWindow(d *desiredCert, policy config.Policy, now time.Time) (lo, hi
 			}
 			see(c.NotBefore)
 			see(c.NotAfter)
-			see(c.NotAfter.Add(-policy.ExpiringWarning.D()))
-			see(c.NotAfter.Add(-policy.ExpiringCritical.D()))
 		}
 	}
 	return lo, hi, ok
@@ -174,8 +174,6 @@ func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
 		h.Write(n[:])
 	}
 	str := func(s string) { num(int64(len(s))); h.Write([]byte(s)) }
-	num(int64(policy.ExpiringWarning))
-	num(int64(policy.ExpiringCritical))
 	num(int64(policy.MinRSABits))
 	num(int64(policy.MaxBundleCAs))
 	for _, s := range []string{d.source, d.item, it.CertPath, it.KeyPath, it.CAPath} {

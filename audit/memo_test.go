@@ -23,6 +23,10 @@ func TestMemoNeverHidesAChange(t *testing.T) {
 	// A leaf 40 days from expiry: clean now, EXPIRING (30 days, warning) after 11 days.
 	forty := f.ca.Leaf(t, certs.WithCommonName("forty"), certs.WithDNSNames("forty.example.com"),
 		certs.WithValidity(now.Add(-time.Hour), now.Add(40*24*time.Hour)))
+	// A CA that expires an hour from now, and a leaf it signed that outlives it.
+	shortCA := certs.NewCA(t, certs.WithCommonName("short-ca"), certs.WithValidity(now.Add(-time.Hour), now.Add(time.Hour)))
+	shortLeaf := shortCA.Leaf(t, certs.WithCommonName("short"), certs.WithDNSNames("short.example.com"),
+		certs.WithValidity(now.Add(-time.Hour), now.Add(90*24*time.Hour)))
 	withKey := func(o desired.Observation, pub any) desired.Observation {
 		o.Items = append([]desired.Item(nil), o.Items...)
 		o.Items[0].Key = &pki.KeyInfo{Public: pub, Algorithm: "ECDSA", Format: "SEC1"}
@@ -75,21 +79,30 @@ func TestMemoNeverHidesAChange(t *testing.T) {
 			want: CABundleGap, src: "ns/a",
 		},
 		"TimeCrossesTheExpiringThreshold": {
-			reason: "unchanged content, but 11 days later the leaf is within 30 days of expiry",
+			reason: "unchanged content, but 11 days later the leaf is within 30 days of expiry: the rest of the verdict is reused, expiry is judged every round",
 			rounds: []round{
 				{now, []desired.Observation{kubeDesired("ns/a", forty, now, ca)}},
 				{now.Add(time.Hour), []desired.Observation{kubeDesired("ns/a", forty, now, ca)}},
 				{now.Add(11 * 24 * time.Hour), []desired.Observation{kubeDesired("ns/a", forty, now, ca)}},
 			},
-			want: Expiring, src: "ns/a",
+			want: Expiring, src: "ns/a", hits: 1,
 		},
-		"DeduplicatedExpiryIsNotClean": {
+		"DeduplicatedExpiry": {
 			reason: "ns/b holds the certificate ns/a was reported for; with ns/a gone, ns/b reports it",
 			rounds: []round{
 				{now, []desired.Observation{kubeDesired("ns/a", f.soon, now, ca), kubeDesired("ns/b", f.soon, now, ca)}},
 				{now.Add(time.Minute), []desired.Observation{kubeDesired("ns/b", f.soon, now, ca)}},
 			},
-			want: Expiring, src: "ns/b",
+			want: Expiring, src: "ns/b", hits: 1,
+		},
+		"BundleCAExpires": {
+			reason: "unchanged content, but the CA in ca.crt expires: the bundle's verdict is judged again",
+			rounds: []round{
+				{now, []desired.Observation{kubeDesired("ns/a", shortLeaf, now, shortCA.Cert)}},
+				{now.Add(30 * time.Minute), []desired.Observation{kubeDesired("ns/a", shortLeaf, now, shortCA.Cert)}},
+				{now.Add(2 * time.Hour), []desired.Observation{kubeDesired("ns/a", shortLeaf, now, shortCA.Cert)}},
+			},
+			want: CABundleGap, src: "ns/a",
 		},
 		"RenamedSource": {
 			reason: "the same Secret data under a new name is a new verdict (its findings carry the name)",
