@@ -26,8 +26,8 @@ import (
 //     key's public half, the item's name and paths, and the policy the checks read. A Secret
 //     whose data changes under the same name, or a new resourceVersion with new data, has another
 //     key; nothing is keyed by name or resourceVersion alone.
-//   - Only clean verdicts are kept: a certificate with any finding is judged every round, and so
-//     is one with a read error.
+//   - Only clean verdicts are kept: a certificate with any finding other than expiry is judged in
+//     full every round, and so is one with a read error.
 //   - Expiry (EXPIRED, EXPIRING, NOT_YET_VALID) is never remembered: Run judges it for every
 //     certificate every round (cheap, and its thresholds may depend on the certificate's
 //     lifetime as well as the policy). What is remembered — key match, weak crypto, bundle
