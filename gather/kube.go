@@ -67,9 +67,9 @@ type Session struct {
 	dialer *adminaccess.Dialer
 	policy config.Policy
 	opt    KubeOptions
-	// memo carries the audit's clean verdicts on unchanged desired certificates from round to
+	// verdicts carries the audit's clean verdicts on unchanged desired certificates from round to
 	// round (audit.Memo): a serve round with no Secret changed skips their signature checks.
-	memo *audit.Memo
+	verdicts *audit.Memo
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 }
@@ -104,7 +104,7 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Session{inv: inv, disc: disc, dialer: dialer, policy: policy, opt: opt, stop: stop, memo: audit.NewMemo()}
+	s := &Session{inv: inv, disc: disc, dialer: dialer, policy: policy, opt: opt, stop: stop, verdicts: audit.NewMemo()}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = inv.Run(runCtx) }()
 	go func() { defer s.wg.Done(); _ = disc.Run(runCtx) }()
@@ -214,7 +214,7 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 		views[i] = audit.EnvoyView{Config: p.Envoy, Admin: admins[i], Pod: podContext(t, p.Risks)}
 	}
 	probeEndpoints(ctx, envoys, views, opt.Options, log)
-	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views, Memo: s.memo}
+	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views, Memo: s.verdicts}
 }
 
 // referencedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation,

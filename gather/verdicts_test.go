@@ -102,8 +102,8 @@ func TestSessionRejudgesChangedSecrets(t *testing.T) {
 	if r := round("created", created.ResourceVersion); gap(r) {
 		t.Fatalf("created: CA_BUNDLE_GAP for a leaf its ca.crt signs: %+v", r.Findings)
 	}
-	if r := round("unchanged", created.ResourceVersion); gap(r) || s.memo.Stats().Hits != 1 {
-		t.Fatalf("unchanged: gap %v, memo %+v: want the clean verdict reused", gap(r), s.memo.Stats())
+	if r := round("unchanged", created.ResourceVersion); gap(r) || s.verdicts.Stats().Hits != 1 {
+		t.Fatalf("unchanged: gap %v, memo %+v: want the clean verdict reused", gap(r), s.verdicts.Stats())
 	}
 
 	upd := secret(bad)
@@ -139,7 +139,7 @@ func TestSessionRejudgesChangedSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	round("deleted", "")
-	if n := s.memo.Stats().Entries; n != 0 {
+	if n := s.verdicts.Stats().Entries; n != 0 {
 		t.Fatalf("deleted: the memo still holds %d verdicts", n)
 	}
 }
