@@ -70,8 +70,8 @@ type Session struct {
 	// verdicts carries the audit's clean verdicts on unchanged desired certificates from round to
 	// round (audit.Memo): a serve round with no Secret changed skips their signature checks.
 	verdicts *audit.Memo
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // Start starts the informers and waits (up to SyncTimeout) for their initial lists. It fails
