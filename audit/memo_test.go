@@ -20,7 +20,8 @@ import (
 func TestMemoNeverHidesAChange(t *testing.T) {
 	f := newFixture(t)
 	ca := f.ca.Cert
-	// A leaf 40 days from expiry: clean now, EXPIRING (30 days, warning) after 11 days.
+	// A leaf 40 days from expiry: clean now, EXPIRING after 38 days (2 days left: within the
+	// policy's durations and, where EXPIRING also follows the lifetime, within 8% of it).
 	forty := f.ca.Leaf(t, certs.WithCommonName("forty"), certs.WithDNSNames("forty.example.com"),
 		certs.WithValidity(now.Add(-time.Hour), now.Add(40*24*time.Hour)))
 	// A CA that expires an hour from now, and a leaf it signed that outlives it.
@@ -79,11 +80,11 @@ func TestMemoNeverHidesAChange(t *testing.T) {
 			want: CABundleGap, src: "ns/a",
 		},
 		"TimeCrossesTheExpiringThreshold": {
-			reason: "unchanged content, but 11 days later the leaf is within 30 days of expiry: the rest of the verdict is reused, expiry is judged every round",
+			reason: "unchanged content, but 38 days later the leaf is about to expire: the rest of the verdict is reused, expiry is judged every round",
 			rounds: []round{
 				{now, []desired.Observation{kubeDesired("ns/a", forty, now, ca)}},
 				{now.Add(time.Hour), []desired.Observation{kubeDesired("ns/a", forty, now, ca)}},
-				{now.Add(11 * 24 * time.Hour), []desired.Observation{kubeDesired("ns/a", forty, now, ca)}},
+				{now.Add(38 * 24 * time.Hour), []desired.Observation{kubeDesired("ns/a", forty, now, ca)}},
 			},
 			want: Expiring, src: "ns/a", hits: 1,
 		},
