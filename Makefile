@@ -59,7 +59,7 @@ test-unit: deps
 # the Kubernetes informers and port-forward session pool, the Lease elector, and serve
 # (exporter, cmd/certdrift). Only the tests that exercise that concurrency run here (race builds run several
 # times slower; the whole suite already ran without it), which keeps this pass to a few minutes.
-RACE_PKGS ?= ./collector ./internal/connlimit ./probe/netbudget ./probe/envoyadmin ./probe/tlsprobe \
+RACE_PKGS ?= ./audit ./collector ./internal/connlimit ./probe/netbudget ./probe/envoyadmin ./probe/tlsprobe \
   ./probe/files ./probe/kube/inventory ./probe/kube/adminaccess ./remediate ./gather ./exporter ./cmd/certdrift
 RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerFormats \
   TestIdleEvictedForNew TestBusyNotEvicted TestCloseDropsIdleKeepsBusy TestGrowWaitsForRelease \
@@ -69,7 +69,8 @@ RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerFormats \
   TestReadDuringKubeletSwaps TestAdminAccess TestUpdateAndDeleteReflectedWithinASecond \
   TestContinuousElection TestContinuousReleasesOnStop TestElectorOneWinner \
   TestContinuousSkipsRoundsFromBeforeTheLastAction TestServeLifecycle TestServeWebConfigAuth \
-  TestDesiredQueue TestForEachBounded TestShardSplitsProbes TestSIGTERMDuringFirstRound
+  TestDesiredQueue TestForEachBounded TestShardSplitsProbes TestSIGTERMDuringFirstRound \
+  TestMemoNeverHidesAChange TestRoundReusesUnchangedDesiredObjects
 empty :=
 space := $(empty) $(empty)
 test-race: deps

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
@@ -93,42 +96,117 @@ func (a *auditor) checkDesired(obs []desired.Observation) {
 				Advice:  "fix the path or the files; nothing from this source was checked"})
 		}
 	}
-	for _, d := range a.desired.all {
-		it := d.it
-		for _, e := range []struct {
-			err  error
-			file string
-			what string
-		}{{it.ChainErr, it.CertPath, "certificate"}, {it.KeyErr, it.KeyPath, "private key"}, {it.CAErr, it.CAPath, "CA bundle"}} {
-			if e.err != nil && errors.Is(e.err, fs.ErrNotExist) {
-				s := d.subject()
-				s.File = e.file
-				a.reportMissingSource(s, fmt.Sprintf("%s of %s: %s does not exist", e.what, d.name(), e.file))
-			} else if e.err != nil {
-				s := d.subject()
-				s.File = e.file
-				a.add(Finding{Code: ParseError, Severity: Warning, Subject: s,
-					Message: fmt.Sprintf("%s of %s in %s: %v", e.what, d.name(), e.file, e.err),
-					Advice:  "replace the file with valid PEM; the checks that need it were skipped"})
+	// Expiry (EXPIRED, EXPIRING, NOT_YET_VALID) is judged for every certificate every round: it
+	// is cheap, its messages carry relative times, its thresholds may follow the certificate's
+	// lifetime, and it is de-duplicated across sources. The memo covers the rest, which depends
+	// on the time only through the certificates' own validity windows.
+	type pending struct {
+		d        *desiredCert
+		k        memoKey
+		memoable bool
+		clean    bool // remembered clean: only expiry is judged
+	}
+	all := make([]pending, len(a.desired.all))
+	var todo []int // indexes of all judged in full
+	for i, d := range a.desired.all {
+		p := pending{d: d}
+		if a.memo != nil {
+			p.k, p.memoable = a.memo.key(d, a.policy)
+			p.clean = p.memoable && a.memo.clean(p.k, a.now)
+		}
+		all[i] = p
+		if !p.clean {
+			todo = append(todo, i)
+		}
+	}
+	// The bundle check is a signature verification per certificate (≈ 0.1 ms each, a second at
+	// 10,000 Secrets): done first, on every core, into a slot per certificate. The checks
+	// themselves then run in order, so the findings are the same as one by one.
+	verified := make([]*pki.VerifyResult, len(all))
+	parallel(len(todo), func(j int) {
+		i := todo[j]
+		d := all[i].d
+		if d.leaf != nil && len(d.it.CA) > 0 {
+			res := pki.Verify(d.leaf, d.it.Chain[1:], d.it.CA, a.now, x509.ExtKeyUsageAny)
+			verified[i] = &res
+		}
+	})
+	for i, p := range all {
+		if !p.clean {
+			before := len(a.findings)
+			a.checkDesiredItem(p.d, verified[i])
+			if p.memoable && len(a.findings) == before {
+				a.memo.remember(p.k, p.d, a.now)
 			}
 		}
-		if len(it.CA) > 0 {
-			a.checkBundleHygiene(d.subject(), it.CAPath, it.CA)
+		if p.d.leaf != nil {
+			a.checkValidity("desired", p.d.subject(), p.d.it.Chain, false)
 		}
-		if d.leaf == nil {
-			continue
+	}
+}
+
+// parallel calls f(0) … f(n-1) on up to GOMAXPROCS goroutines and returns when all have
+// returned. f must only write to its own index's slot.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			f(i)
 		}
-		if it.Key != nil && !pki.KeyMatches(d.leaf, it.Key.Public) {
-			a.add(Finding{Code: KeyMismatch, Severity: Critical, Subject: d.subject(),
-				Message:  fmt.Sprintf("private key %s does not match certificate %s", it.KeyPath, it.CertPath),
-				Advice:   "Envoy will refuse this pair; re-issue the certificate or restore the matching key",
-				Evidence: map[string]string{"cert_fingerprint": pki.Fingerprint(d.leaf), "cert_spki_sha256": pki.SPKIHash(d.leaf), "key_algorithm": it.Key.Algorithm}})
+		return
+	}
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// checkDesiredItem judges one desired certificate on its own, all but its expiry (checkDesired);
+// verified is its leaf verified against its CA bundle (nil without a bundle).
+func (a *auditor) checkDesiredItem(d *desiredCert, verified *pki.VerifyResult) {
+	it := d.it
+	for _, e := range []struct {
+		err  error
+		file string
+		what string
+	}{{it.ChainErr, it.CertPath, "certificate"}, {it.KeyErr, it.KeyPath, "private key"}, {it.CAErr, it.CAPath, "CA bundle"}} {
+		if e.err != nil && errors.Is(e.err, fs.ErrNotExist) {
+			s := d.subject()
+			s.File = e.file
+			a.reportMissingSource(s, fmt.Sprintf("%s of %s: %s does not exist", e.what, d.name(), e.file))
+		} else if e.err != nil {
+			s := d.subject()
+			s.File = e.file
+			a.add(Finding{Code: ParseError, Severity: Warning, Subject: s,
+				Message: fmt.Sprintf("%s of %s in %s: %v", e.what, d.name(), e.file, e.err),
+				Advice:  "replace the file with valid PEM; the checks that need it were skipped"})
 		}
-		a.checkValidity("desired", d.subject(), it.Chain, false)
-		a.checkWeak("desired", d.subject(), d.leaf)
-		if len(it.CA) > 0 {
-			a.checkBundleCovers(d.subject(), Critical, it.CA, d.leaf, it.Chain[1:], fmt.Sprintf("the CA bundle %s beside it", it.CAPath))
-		}
+	}
+	if len(it.CA) > 0 {
+		a.checkBundleHygiene(d.subject(), it.CAPath, it.CA)
+	}
+	if d.leaf == nil {
+		return
+	}
+	if it.Key != nil && !pki.KeyMatches(d.leaf, it.Key.Public) {
+		a.add(Finding{Code: KeyMismatch, Severity: Critical, Subject: d.subject(),
+			Message:  fmt.Sprintf("private key %s does not match certificate %s", it.KeyPath, it.CertPath),
+			Advice:   "Envoy will refuse this pair; re-issue the certificate or restore the matching key",
+			Evidence: map[string]string{"cert_fingerprint": pki.Fingerprint(d.leaf), "cert_spki_sha256": pki.SPKIHash(d.leaf), "key_algorithm": it.Key.Algorithm}})
+	}
+	a.checkWeak("desired", d.subject(), d.leaf)
+	if len(it.CA) > 0 && verified != nil {
+		a.reportBundleGap(d.subject(), Critical, *verified, d.leaf, it.CA, fmt.Sprintf("the CA bundle %s beside it", it.CAPath))
 	}
 }
 
@@ -144,7 +222,12 @@ func (a *auditor) reportMissingSource(s Subject, what string) {
 // checkBundleCovers reports CA_BUNDLE_GAP when bundle cannot verify leaf (through the given
 // intermediates) at the audit time.
 func (a *auditor) checkBundleCovers(s Subject, sev Severity, bundle []*x509.Certificate, leaf *x509.Certificate, intermediates []*x509.Certificate, bundleName string) {
-	res := pki.Verify(leaf, intermediates, bundle, a.now, x509.ExtKeyUsageAny)
+	a.reportBundleGap(s, sev, pki.Verify(leaf, intermediates, bundle, a.now, x509.ExtKeyUsageAny), leaf, bundle, bundleName)
+}
+
+// reportBundleGap reports CA_BUNDLE_GAP when res, the verification of leaf against bundle,
+// failed.
+func (a *auditor) reportBundleGap(s Subject, sev Severity, res pki.VerifyResult, leaf *x509.Certificate, bundle []*x509.Certificate, bundleName string) {
 	if res.OK {
 		return
 	}

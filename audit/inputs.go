@@ -19,6 +19,10 @@ type Inputs struct {
 	// CertManager is what was read of cert-manager's Certificates and CertificateRequests
 	// (Kubernetes mode); the zero value (local mode) judges nothing of cert-manager.
 	CertManager kube.CertManager
+
+	// Memo, when set, carries the clean verdicts on unchanged desired certificates from one Run
+	// to the next (see Memo); the report is the same with or without it.
+	Memo *Memo `json:"-"`
 }
 
 // EnvoyView is what was observed of one Envoy: its loaded view (admin) and served view

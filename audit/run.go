@@ -25,6 +25,8 @@ type auditor struct {
 	// served keeps every handshake with the binding it was judged against, for the checks
 	// across Envoys (replicas, peer pairings).
 	served []servedRecord
+	// memo is this Run's use of Inputs.Memo (nil without one).
+	memo *memoRun
 }
 
 // Run judges in against policy at time now. It is a pure function: the same inputs give the same
@@ -36,8 +38,9 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	}
 	in.Desired, in.Envoys = canonicalDesired(in.Desired), canonicalEnvoys(in.Envoys)
 	a := &auditor{now: now, policy: policy, cfg: cfg, desired: indexDesired(in.Desired), seenValidity: map[string]bool{},
-		pathIndex: map[*envoystate.Snapshot]map[string][]envoystate.CertDetail{}}
+		pathIndex: map[*envoystate.Snapshot]map[string][]envoystate.CertDetail{}, memo: in.Memo.begin()}
 	a.checkDesired(in.Desired)
+	a.memo.end()
 	a.checkPairings()
 	handshakes, handshakesJudged := 0, 0
 	for i := range in.Envoys {

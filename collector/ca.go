@@ -92,6 +92,10 @@ func (x *caIndex) bundle(certs []*x509.Certificate) {
 			}
 			seen[fp] = true
 		}
+		if have := x.byID[fp]; have != nil {
+			have.bundles++ // described already: no subject and issuer strings for 10,000 ca.crt
+			continue
+		}
 		x.add(fp, caFromCert(x.view, fp, c))
 	}
 }

@@ -87,8 +87,11 @@ type Session struct {
 	cm     *certmanager.Reader // nil: not read
 	policy config.Policy
 	opt    KubeOptions
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	// verdicts carries the audit's clean verdicts on unchanged desired certificates from round to
+	// round (audit.Memo): a serve round with no Secret changed skips their signature checks.
+	verdicts *audit.Memo
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // Start starts the informers and waits (up to SyncTimeout) for their initial lists. It fails
@@ -132,7 +135,7 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Session{inv: inv, disc: disc, dialer: dialer, cm: cm, policy: policy, opt: opt, stop: stop}
+	s := &Session{inv: inv, disc: disc, dialer: dialer, cm: cm, policy: policy, opt: opt, stop: stop, verdicts: audit.NewMemo()}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = inv.Run(runCtx) }()
 	go func() { defer s.wg.Done(); _ = disc.Run(runCtx) }()
@@ -194,7 +197,9 @@ func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt Ku
 		return audit.Inputs{}, err
 	}
 	defer s.Close()
-	return s.Gather(ctx, Fleet), nil
+	in := s.Gather(ctx, Fleet)
+	in.Memo = nil // one round: nothing to carry over, and no verdicts to keep in memory
+	return in, nil
 }
 
 // Gather observes the three views in the cluster as they are now: Secrets from the inventory
@@ -254,7 +259,7 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 		views[i] = audit.EnvoyView{Config: p.Envoy, Admin: admins[i], Pod: podContext(t, p.Risks)}
 	}
 	probeEndpoints(ctx, envoys, views, opt.Options, log)
-	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views, CertManager: cm}
+	return audit.Inputs{Config: &config.Config{Envoys: envoys, Policy: s.policy}, Desired: desired, Envoys: views, CertManager: cm, Memo: s.verdicts}
 }
 
 // referencedRefs are the Secrets and ConfigMaps that the pods mount or name (spec, annotation,

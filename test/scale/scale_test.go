@@ -35,7 +35,7 @@ func floorChild(kubeconfig string) int {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // 100,000 Secrets on a busy machine
 	defer cancel()
 	r, err := Floor(ctx, cfg, 1000)
 	if err != nil {
@@ -50,20 +50,27 @@ func floorChild(kubeconfig string) int {
 // floor loop, `certdrift audit --kubeconfig --inventory-only` (start to complete inventory) and
 // the whole `certdrift audit --kubeconfig` (inventory, discovery, judging every Secret, report).
 // Small by default; CERTDRIFT_SCALE=full is issue 4's data set (10,000 TLS Secrets in 100
-// namespaces + 1,000 Opaque 20 KB), where the inventory must also meet the issue's targets.
+// namespaces + 1,000 Opaque 20 KB), where the inventory must also meet the issue's targets;
+// CERTDRIFT_SCALE=100k is issue 20's 100,000 (measured and reported, nothing asserted).
 //
 //	CERTDRIFT_SCALE=full nice -n 10 go test ./test/scale/ -run TestInventoryScale -v -timeout 20m
 func TestInventoryScale(t *testing.T) {
-	spec, full := Small, os.Getenv("CERTDRIFT_SCALE") == "full"
-	if full {
-		spec = Full
+	mode := os.Getenv("CERTDRIFT_SCALE")
+	spec, err := SpecFor(mode)
+	if err != nil {
+		t.Fatal(err)
 	}
+	full := mode == ModeFull // issue 4's and 5's targets are for 10,000 Secrets
 	runs := 3
 	if v, err := strconv.Atoi(os.Getenv("CERTDRIFT_SCALE_RUNS")); err == nil && v > 0 {
 		runs = v
 	}
 	tb := testbed.StartT(t, testbed.Options{Nodes: -1}) // fails with how to build the binaries when absent
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	budget := 15 * time.Minute
+	if mode == ModeHuge {
+		budget = time.Hour // populating 100,000 Secrets alone takes minutes on a shared machine
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	ps, err := Populate(ctx, tb.Config, spec)
 	if err != nil {
@@ -80,7 +87,8 @@ func TestInventoryScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GOGC=" + os.Getenv("GOGC"), "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT")}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "GOGC=" + os.Getenv("GOGC"), "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT"),
+		SyncTimeoutEnv(mode)}
 	type row struct {
 		name string
 		u    []Usage

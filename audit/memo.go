@@ -1,0 +1,236 @@
+package audit
+
+import (
+	"crypto/ecdsa"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/binary"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/certdrift/certdrift/config"
+)
+
+// Memo remembers, from one Run to the next, which desired certificates were judged clean and
+// until when that verdict holds, so that a round in which nothing changed does not check 10,000
+// unchanged Secrets again (the CA_BUNDLE_GAP check is an ECDSA or RSA signature verification per
+// Secret: ≈ 90% of a round's judgement at 10,000 Secrets, docs/benchmarks.md). It is the
+// per-object cache kube-state-metrics keeps, placed where state may live: gather.Session owns one
+// and hands it to Run through Inputs.Memo; Run stays a function of its inputs, since a Memo only
+// ever skips work whose outcome it has proved to be "no finding".
+//
+// What makes that safe:
+//   - The key is the content: a SHA-256 over every certificate's DER (chain and CA bundle), the
+//     key's public half, the item's name and paths, and the policy the checks read. A Secret
+//     whose data changes under the same name, or a new resourceVersion with new data, has another
+//     key; nothing is keyed by name or resourceVersion alone.
+//   - Only clean verdicts are kept: a certificate with any finding other than expiry is judged in
+//     full every round, and so is one with a read error.
+//   - Expiry (EXPIRED, EXPIRING, NOT_YET_VALID) is never remembered: Run judges it for every
+//     certificate every round (cheap, and its thresholds may depend on the certificate's
+//     lifetime as well as the policy). What is remembered — key match, weak crypto, bundle
+//     hygiene and the bundle's signature check — depends on the time only through the
+//     certificates' own NotBefore and NotAfter (crypto/x509's chain validity, an expired CA in
+//     the bundle), so a verdict holds only while the time stays between the same ones.
+//   - A verdict not used by a Run is forgotten at its end: a deleted Secret leaves nothing.
+//
+// A Memo is safe for concurrent use; the zero value is not, use NewMemo. A nil *Memo remembers
+// nothing (one-shot audits).
+type Memo struct {
+	mu      sync.Mutex
+	gen     uint64
+	entries map[memoKey]memoEntry
+	hits    uint64
+	misses  uint64
+}
+
+type memoKey [sha256.Size]byte
+
+type memoEntry struct {
+	lo, hi time.Time // the verdict holds for lo < now < hi
+	gen    uint64    // the last Run that used it
+}
+
+// NewMemo returns an empty Memo.
+func NewMemo() *Memo { return &Memo{entries: map[memoKey]memoEntry{}} }
+
+// MemoStats counts what the last Run found in a Memo.
+type MemoStats struct {
+	Entries, Hits, Misses int
+}
+
+// Stats says how many verdicts the Memo holds and how many the last Run reused or had to judge.
+func (m *Memo) Stats() MemoStats {
+	if m == nil {
+		return MemoStats{}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return MemoStats{Entries: len(m.entries), Hits: int(m.hits), Misses: int(m.misses)}
+}
+
+// memoRun is one Run's view of the Memo: the generation it marks, and the CA bundles it has
+// hashed already (a cluster's Secrets usually share one ca.crt, parsed once per conversion).
+type memoRun struct {
+	m        *Memo
+	gen      uint64
+	caHashes map[*x509.Certificate][sha256.Size]byte
+}
+
+func (m *Memo) begin() *memoRun {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gen++
+	m.hits, m.misses = 0, 0
+	return &memoRun{m: m, gen: m.gen, caHashes: map[*x509.Certificate][sha256.Size]byte{}}
+}
+
+// end forgets the verdicts this Run did not use.
+func (r *memoRun) end() {
+	if r == nil {
+		return
+	}
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	if r.m.gen != r.gen {
+		return // another Run began meanwhile: its own end prunes
+	}
+	for k, e := range r.m.entries {
+		if e.gen != r.gen {
+			delete(r.m.entries, k)
+		}
+	}
+}
+
+// clean reports whether the desired certificate d, judged at now, is remembered as clean.
+func (r *memoRun) clean(k memoKey, now time.Time) bool {
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	e, ok := r.m.entries[k]
+	if ok && e.lo.Before(now) && now.Before(e.hi) {
+		e.gen = r.gen
+		r.m.entries[k] = e
+		r.m.hits++
+		return true
+	}
+	r.m.misses++
+	return false
+}
+
+// remember records that d was judged clean at now.
+func (r *memoRun) remember(k memoKey, d *desiredCert, now time.Time) {
+	lo, hi, ok := validityWindow(d, now)
+	if !ok {
+		return
+	}
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	r.m.entries[k] = memoEntry{lo: lo, hi: hi, gen: r.gen}
+}
+
+// validityWindow is the open interval around now in which no certificate of d starts or ends
+// its validity. ok is false when now is on a boundary.
+func validityWindow(d *desiredCert, now time.Time) (lo, hi time.Time, ok bool) {
+	lo, hi = time.Unix(0, 0).Add(-math.MaxInt64), time.Unix(0, 0).Add(math.MaxInt64)
+	ok = true
+	see := func(b time.Time) {
+		switch {
+		case b.Equal(now):
+			ok = false
+		case b.Before(now) && b.After(lo):
+			lo = b
+		case b.After(now) && b.Before(hi):
+			hi = b
+		}
+	}
+	for _, cs := range [][]*x509.Certificate{d.it.Chain, d.it.CA} {
+		for _, c := range cs {
+			if c == nil {
+				continue
+			}
+			see(c.NotBefore)
+			see(c.NotAfter)
+		}
+	}
+	return lo, hi, ok
+}
+
+// key is the content key of desired certificate d under policy; ok is false for what is never
+// remembered (a read error, no leaf, a public key it cannot encode).
+func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
+	it := d.it
+	if d.leaf == nil || it.ChainErr != nil || it.KeyErr != nil || it.CAErr != nil {
+		return memoKey{}, false
+	}
+	h := sha256.New()
+	var n [8]byte
+	num := func(v int64) {
+		binary.BigEndian.PutUint64(n[:], uint64(v))
+		h.Write(n[:])
+	}
+	str := func(s string) { num(int64(len(s))); h.Write([]byte(s)) }
+	num(int64(policy.MinRSABits))
+	num(int64(policy.MaxBundleCAs))
+	for _, s := range []string{d.source, d.item, it.CertPath, it.KeyPath, it.CAPath} {
+		str(s)
+	}
+	num(int64(len(it.Chain)))
+	for _, c := range it.Chain {
+		if c == nil {
+			return memoKey{}, false
+		}
+		str(string(c.Raw))
+	}
+	num(int64(len(it.CA)))
+	for _, c := range it.CA {
+		if c == nil {
+			return memoKey{}, false
+		}
+		ch, ok := r.caHashes[c]
+		if !ok {
+			ch = sha256.Sum256(c.Raw)
+			r.caHashes[c] = ch
+		}
+		h.Write(ch[:])
+	}
+	if it.Key == nil {
+		num(0)
+	} else {
+		num(1)
+		str(it.Key.Algorithm)
+		str(it.Key.Format)
+		if sameKey(it.Key.Public, d.leaf.PublicKey) {
+			num(1) // the leaf's own public key, already in its DER
+		} else {
+			der, err := x509.MarshalPKIXPublicKey(it.Key.Public)
+			if err != nil {
+				return memoKey{}, false
+			}
+			num(2)
+			str(string(der))
+		}
+	}
+	var k memoKey
+	h.Sum(k[:0])
+	return k, true
+}
+
+// sameKey reports whether a and b are the same public key object (the inventory hands the
+// audit the leaf's own key when the private key matched it). Only pointer types are compared:
+// comparing interfaces holding slices (ed25519) would panic.
+func sameKey(a, b any) bool {
+	switch a := a.(type) {
+	case *ecdsa.PublicKey:
+		b, ok := b.(*ecdsa.PublicKey)
+		return ok && a == b
+	case *rsa.PublicKey:
+		b, ok := b.(*rsa.PublicKey)
+		return ok && a == b
+	}
+	return false
+}
