@@ -2,14 +2,19 @@ package scenarios
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/readmeblock"
 	"github.com/certdrift/certdrift/test/testbed"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -78,6 +83,8 @@ func TestEGGateway(t *testing.T) {
 	if got := r.findings(); len(got) != 0 || code != 0 {
 		t.Errorf("audit of the converged Gateway: exit %d, findings %v; want 0 and none", code, got)
 	}
+	// The README's Kubernetes section shows this audit as the table a user sees (issue 18).
+	egREADME.Check(t, auditTable(t, testbed.EnvoyGatewayNamespace+","+ns), *updateREADME)
 
 	// A rotation while the control plane runs: it reads the updated Secret and pushes it over
 	// SDS; the proxy serves the new leaf and certdrift finds everything converged again.
@@ -141,6 +148,40 @@ func TestEGGateway(t *testing.T) {
 	if code == 0 || len(drift) == 0 {
 		t.Errorf("audit after the Secret changed under a proxy that cannot hear of it: exit %d, findings %v; want drift reported on %s", code, r.findings(), want)
 	}
+}
+
+var updateREADME = flag.Bool("update", false, "rewrite README.md's eg-gateway audit block with this run's table")
+
+// egREADME is README.md's block with TestEGGateway's converged audit as a table. Beyond what
+// changes in every certdrift run it varies with the cluster: pod IPs and ports, and the hashes
+// in the proxy's pod name.
+var egREADME = readmeblock.Block{
+	Path:   "../../README.md",
+	Name:   "eg-gateway audit",
+	Update: "go test ./test/scenarios -run 'TestEGGateway$' -update",
+	Rules: []readmeblock.Rule{
+		{Re: regexp.MustCompile(`\b\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}(:\d+)?\b`), With: "<ip>"},
+		{Re: regexp.MustCompile(`\b(envoy-[a-z0-9-]+?)-[a-z0-9]{6,10}-[a-z0-9]{5}\b`), With: "$1-<pod>"},
+	},
+	Control: [2]string{"CONVERGED", "STALE"},
+}
+
+// auditTable runs `certdrift audit` with its default table output, as the README shows it, and
+// returns the command line and the output. The kubeconfig is the testbed's; the README names it K.
+func auditTable(t *testing.T, ns string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err := cdbin.Run(ctx, certdriftBinary(t), []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()},
+		"audit", "--kubeconfig", tb.KubeconfigPath, "--namespace", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(res.Stdout+res.Stderr, "PRIVATE KEY") {
+		t.Fatalf("certdrift printed private key material")
+	}
+	t.Logf("OBSERVED: certdrift audit -n %s (table): exit %d\n%s", ns, res.Code, res.Stdout)
+	return fmt.Sprintf("$ certdrift audit --kubeconfig K --namespace %s\n%s(exit code %d)\n", ns, res.Stdout, res.Code)
 }
 
 // sourceCodes lists the codes of the findings on one desired source.
