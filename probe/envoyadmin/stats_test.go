@@ -122,12 +122,14 @@ func TestStatsFilterMatchesRecordScript(t *testing.T) {
 		"sds.kubernetes://foo.bar.key_rotation_failed", "server.days_until_first_cert_expiring", "server.uptime",
 		"cluster.x.client_ssl_socket_factory.ssl_context_update_by_sds", "listener.0.0.0.0_443.ssl.handshake",
 		"listener.0.0.0.0_443.ssl.certificate.ns/name.expiration_unix_time_seconds",
+		"control_plane.connected_state", "cluster.xds_cluster.upstream_cx_connect_fail", "cluster.xds_cluster.ssl.fail_verify_error",
 	} {
 		if !re.MatchString(name) {
 			t.Errorf("statsFilter does not keep %q", name)
 		}
 	}
-	for _, name := range []string{"http.admin.downstream_rq_2xx", "sds.x.update_duration", "sds.x.version_text"} {
+	for _, name := range []string{"http.admin.downstream_rq_2xx", "sds.x.update_duration", "sds.x.version_text",
+		"control_plane.rate_limit_enforced", "cluster.x.upstream_cx_total", "listener.x.upstream_cx_connect_fail"} {
 		if re.MatchString(name) {
 			t.Errorf("statsFilter keeps %q, which certdrift does not read", name)
 		}
