@@ -52,7 +52,7 @@ func (a *auditor) checkUpstreamVerify(ev *EnvoyView) {
 			a.add(Finding{Code: CABundleGap, Severity: Critical, Subject: s, Evidence: evd,
 				Message: fmt.Sprintf("Envoy %s is not connected to its control plane and refused the certificate chain of cluster %q %s (ssl.fail_verify_error): its trust bundle for that cluster does not verify the peer's chain",
 					ev.Config.Name, cluster, plural(int(f.Error), "time")),
-				Advice: "the peer presents a leaf from a CA this Envoy's validation context does not hold (during a CA rotation: one side is on the new CA, the other not yet); give the bundle both CAs or bring the peer onto the CA the bundle holds (Envoy Gateway: sync or restart the control plane after certgen); until then the Envoy gets no configuration updates"})
+				Advice: "the peer presents a leaf from a CA this Envoy's validation context does not hold (during a CA rotation: one side is on the new CA, the other not yet); give the bundle both CAs or bring the peer onto the CA the bundle holds (Envoy Gateway: sync or restart the control plane after certgen); while it fails, an Envoy whose ADS stream uses this cluster gets no configuration updates"})
 		}
 		if f.SAN > 0 {
 			evd := maps.Clone(base)
@@ -60,7 +60,7 @@ func (a *auditor) checkUpstreamVerify(ev *EnvoyView) {
 			a.add(Finding{Code: HostnameMismatch, Severity: Critical, Subject: s, Evidence: evd,
 				Message: fmt.Sprintf("Envoy %s is not connected to its control plane and refused the certificate of cluster %q %s because no subject alternative name matched (ssl.fail_verify_san)",
 					ev.Config.Name, cluster, plural(int(f.SAN), "time")),
-				Advice: "the peer's leaf does not carry the name the cluster's match_typed_subject_alt_names asks for: reissue the leaf with that name or fix the matcher; until then the Envoy gets no configuration updates"})
+				Advice: "the peer's leaf does not carry the name the cluster's match_typed_subject_alt_names asks for: reissue the leaf with that name or fix the matcher; while it fails, an Envoy whose ADS stream uses this cluster gets no configuration updates"})
 		}
 	}
 }
