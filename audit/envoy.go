@@ -75,6 +75,7 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 	}
 	if ev.Admin != nil {
 		a.checkRotation(ev, bs, state)
+		a.checkUpstreamVerify(ev)
 		a.checkLoadedValidity(ev)
 	}
 	for _, r := range ev.Served {

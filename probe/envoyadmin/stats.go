@@ -14,8 +14,12 @@ import (
 // statsFilter is the regular expression sent as /stats?filter= (RE2, partial match, supported by
 // Envoy since 1.12 and by every version certdrift targets; the recording script in
 // testdata/record uses the same text, which a test checks). It keeps the few counters and gauges
-// certdrift reads; a large Envoy has hundreds of thousands of stats.
+// certdrift reads; a large Envoy has hundreds of thousands of stats. control_plane.connected_state
+// and the clusters' upstream_cx_connect_fail are the evidence of a failing xDS connection
+// (audit's checkUpstreamVerify).
 const statsFilter = `^(server\.(uptime|days_until_first_cert_expiring|seconds_until_first_ocsp_response_expiring)` +
+	`|control_plane\.connected_state` +
+	`|cluster\..+\.upstream_cx_connect_fail` +
 	`|sds\..+\.(key_rotation_failed|update_success|update_rejected|update_failure|update_time)` +
 	`|.+\.ssl_context_update_by_sds` +
 	`|.+\.ssl\.(handshake|connection_error|no_certificate|fail_verify_[a-z_]+)` +

@@ -122,12 +122,14 @@ func TestStatsFilterMatchesRecordScript(t *testing.T) {
 		"sds.kubernetes://foo.bar.key_rotation_failed", "server.days_until_first_cert_expiring", "server.uptime",
 		"cluster.x.client_ssl_socket_factory.ssl_context_update_by_sds", "listener.0.0.0.0_443.ssl.handshake",
 		"listener.0.0.0.0_443.ssl.certificate.ns/name.expiration_unix_time_seconds",
+		"control_plane.connected_state", "cluster.xds_cluster.upstream_cx_connect_fail", "cluster.xds_cluster.ssl.fail_verify_error",
 	} {
 		if !re.MatchString(name) {
 			t.Errorf("statsFilter does not keep %q", name)
 		}
 	}
-	for _, name := range []string{"http.admin.downstream_rq_2xx", "sds.x.update_duration", "sds.x.version_text"} {
+	for _, name := range []string{"http.admin.downstream_rq_2xx", "sds.x.update_duration", "sds.x.version_text",
+		"control_plane.rate_limit_enforced", "cluster.x.upstream_cx_total", "listener.x.upstream_cx_connect_fail"} {
 		if re.MatchString(name) {
 			t.Errorf("statsFilter keeps %q, which certdrift does not read", name)
 		}
@@ -176,5 +178,41 @@ func TestParseStatsEdgeCases(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]envoystate.SDSUpdate{"a.b": {Rejected: 2}}, st.SDSUpdates()); diff != "" {
 		t.Errorf("SDSUpdates (-want +got):\n%s", diff)
+	}
+}
+
+// TestStatsVerifyFailures reads the lines Envoy 1.40.0 and 1.36.2 printed for an ADS cluster
+// whose server presented a certificate from a CA outside its validation context (run by hand
+// against openssl s_server, 2026-11-26), and a static Envoy, which has no connected_state.
+func TestStatsVerifyFailures(t *testing.T) {
+	st, err := ParseStats([]byte(`cluster.my_xds.ssl.connection_error: 0
+cluster.my_xds.ssl.fail_verify_cert_hash: 0
+cluster.my_xds.ssl.fail_verify_error: 6
+cluster.my_xds.ssl.fail_verify_no_cert: 0
+cluster.my_xds.ssl.fail_verify_san: 0
+cluster.my_xds.ssl.handshake: 0
+cluster.my_xds.upstream_cx_connect_fail: 6
+control_plane.connected_state: 0
+listener.0.0.0.0_443.ssl.fail_verify_san: 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if connected, ok := st.ControlPlaneConnected(); connected || !ok {
+		t.Errorf("ControlPlaneConnected() = %v, %v; want false, true", connected, ok)
+	}
+	want := map[string]envoystate.VerifyFailures{
+		"cluster.my_xds":       {Error: 6, ConnectFail: 6},
+		"listener.0.0.0.0_443": {SAN: 2},
+	}
+	if diff := cmp.Diff(want, st.VerifyFailures()); diff != "" {
+		t.Errorf("VerifyFailures() (-want +got):\n%s", diff)
+	}
+	static, err := ParseStats([]byte("cluster.up.ssl.fail_verify_error: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := static.ControlPlaneConnected(); ok {
+		t.Errorf("ControlPlaneConnected() on an Envoy without ADS: ok = true, want false (no gauge, nothing to conclude)")
 	}
 }

@@ -125,3 +125,51 @@ func (s Stats) DaysUntilFirstCertExpiring() (days uint64, ok bool) {
 	}
 	return v, true
 }
+
+// VerifyFailures is one listener's or cluster's certificate verification counters
+// (<scope>.ssl.fail_verify_*): handshakes Envoy itself refused because the peer's certificate did
+// not verify. On a cluster the peer is the upstream: Envoy rejected what the server presented.
+type VerifyFailures struct {
+	// Error is ssl.fail_verify_error: the chain did not verify against the trusted CA (unknown
+	// issuer, expired, not yet valid).
+	Error uint64
+	// SAN, CertHash and NoCert are ssl.fail_verify_san (no subject_alt_name matched),
+	// ssl.fail_verify_cert_hash (no pinned hash matched) and ssl.fail_verify_no_cert (no
+	// certificate presented where one is required).
+	SAN, CertHash, NoCert uint64
+	// ConnectionError is ssl.connection_error (every failed TLS handshake, verification or not)
+	// and ConnectFail is upstream_cx_connect_fail (clusters only).
+	ConnectionError, ConnectFail uint64
+}
+
+// VerifyFailures maps a scope ("cluster.xds_cluster", "listener.0.0.0.0_443") to its verification
+// counters; scopes with no ssl.fail_verify_* stat are left out.
+func (s Stats) VerifyFailures() map[string]VerifyFailures {
+	out := map[string]VerifyFailures{}
+	for suffix, set := range map[string]func(*VerifyFailures, uint64){
+		".ssl.fail_verify_error":     func(f *VerifyFailures, v uint64) { f.Error = v },
+		".ssl.fail_verify_san":       func(f *VerifyFailures, v uint64) { f.SAN = v },
+		".ssl.fail_verify_cert_hash": func(f *VerifyFailures, v uint64) { f.CertHash = v },
+		".ssl.fail_verify_no_cert":   func(f *VerifyFailures, v uint64) { f.NoCert = v },
+	} {
+		for scope, v := range s.withSuffix("", suffix) {
+			f := out[scope]
+			set(&f, v)
+			out[scope] = f
+		}
+	}
+	for scope, f := range out {
+		f.ConnectionError = s.Counters[scope+".ssl.connection_error"]
+		f.ConnectFail = s.Counters[scope+".upstream_cx_connect_fail"]
+		out[scope] = f
+	}
+	return out
+}
+
+// ControlPlaneConnected reads the control_plane.connected_state gauge: whether the Envoy's ADS
+// (xDS) gRPC stream is up. ok is false when the stat is absent: Envoy 1.36 and 1.40 create it
+// only when the bootstrap configures an ADS stream, so a static-config Envoy has none.
+func (s Stats) ControlPlaneConnected() (connected, ok bool) {
+	v, ok := s.Counters["control_plane.connected_state"]
+	return v == 1, ok
+}

@@ -70,7 +70,7 @@ get '/config_dump?mask=static_listeners,dynamic_listeners' config_dump_mask_list
 get '/config_dump?resource=dynamic_active_secrets' config_dump_resource_dynamic_active_secrets.json
 get /stats stats.txt
 # Must equal statsFilter in ../../stats.go (a test checks).
-STATS_FILTER='^(server\.(uptime|days_until_first_cert_expiring|seconds_until_first_ocsp_response_expiring)|sds\..+\.(key_rotation_failed|update_success|update_rejected|update_failure|update_time)|.+\.ssl_context_update_by_sds|.+\.ssl\.(handshake|connection_error|no_certificate|fail_verify_[a-z_]+)|.+\.ssl\.certificate\..+\.expiration_unix_time_seconds)$'
+STATS_FILTER='^(server\.(uptime|days_until_first_cert_expiring|seconds_until_first_ocsp_response_expiring)|control_plane\.connected_state|cluster\..+\.upstream_cx_connect_fail|sds\..+\.(key_rotation_failed|update_success|update_rejected|update_failure|update_time)|.+\.ssl_context_update_by_sds|.+\.ssl\.(handshake|connection_error|no_certificate|fail_verify_[a-z_]+)|.+\.ssl\.certificate\..+\.expiration_unix_time_seconds)$'
 curl -fsS -G --data-urlencode "filter=$STATS_FILTER" "$ADMIN/stats" -o "$OUT/stats_filtered.txt"
 get /server_info server_info.json
 "$ENVOY" --version | grep -o 'version: .*' > "$OUT/version.txt"
