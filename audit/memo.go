@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -77,6 +78,10 @@ type memoRun struct {
 	m        *Memo
 	gen      uint64
 	caHashes map[*x509.Certificate][sha256.Size]byte
+	// policy is the digest of the whole policy the Run judges with, made once per Run: every
+	// field goes in, so a policy field added later can never be left out of the key.
+	policy    [sha256.Size]byte
+	hasPolicy bool
 }
 
 func (m *Memo) begin() *memoRun {
@@ -174,8 +179,10 @@ func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
 		h.Write(n[:])
 	}
 	str := func(s string) { num(int64(len(s))); h.Write([]byte(s)) }
-	num(int64(policy.MinRSABits))
-	num(int64(policy.MaxBundleCAs))
+	if !r.hasPolicy {
+		r.policy, r.hasPolicy = sha256.Sum256(fmt.Appendf(nil, "%#v", policy)), true
+	}
+	h.Write(r.policy[:])
 	for _, s := range []string{d.source, d.item, it.CertPath, it.KeyPath, it.CAPath} {
 		str(s)
 	}
