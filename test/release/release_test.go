@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"golang.org/x/mod/module"
+	modzip "golang.org/x/mod/zip"
 	"sigs.k8s.io/yaml"
 
 	"github.com/certdrift/certdrift/test/testbed"
@@ -510,4 +513,95 @@ func deploymentImage(t *testing.T, stream string) (image, policy string) {
 		t.Fatalf("%d Deployments rendered, want 1", found)
 	}
 	return image, policy
+}
+
+// TestGoInstallVersion: `go install github.com/certdrift/certdrift/cmd/certdrift@<version>`
+// reports that version, with no -ldflags at all (the version falls back to the module version the
+// go command records). The module is served at a test version from a file:// module proxy made
+// from the committed tree (git HEAD), ahead of the real proxy for the dependencies; the test's
+// module version is removed from the module cache afterwards.
+func TestGoInstallVersion(t *testing.T) {
+	_, commit := treeVersion(t)
+	const modPath = "github.com/certdrift/certdrift"
+	// Unique per commit: the module cache never holds two different zips under one version.
+	version := "v0.0.1-release-test." + commit[:12]
+	proxy := t.TempDir()
+	vdir := filepath.Join(proxy, filepath.FromSlash(modPath), "@v")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zf, err := os.Create(filepath.Join(vdir, version+".zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := modzip.CreateFromVCS(zf, module.Version{Path: modPath, Version: version}, abs, "HEAD", ""); err != nil {
+		t.Fatalf("module zip of HEAD: %v", err)
+	}
+	if err := zf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := command(t, root, nil, "git", "show", "HEAD:go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"list":            version + "\n",
+		version + ".mod":  gomod,
+		version + ".info": fmt.Sprintf(`{"Version":%q,"Time":%q}`, version, time.Now().UTC().Format(time.RFC3339)),
+	} {
+		if err := os.WriteFile(filepath.Join(vdir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upstream, err := command(t, root, nil, "go", "env", "GOPROXY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	modcache, err := command(t, root, nil, "go", "env", "GOMODCACHE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The module cache is read-only by design; make this version's entries writable to remove them.
+		for _, p := range []string{
+			filepath.Join(strings.TrimSpace(modcache), modPath+"@"+version),
+			filepath.Join(strings.TrimSpace(modcache), "cache", "download", modPath, "@v"),
+		} {
+			_ = filepath.WalkDir(p, func(q string, d os.DirEntry, err error) error {
+				if err == nil {
+					_ = os.Chmod(q, 0o755)
+				}
+				return nil
+			})
+			if strings.HasSuffix(p, "@v") {
+				matches, _ := filepath.Glob(filepath.Join(p, version+".*"))
+				for _, m := range matches {
+					_ = os.Remove(m)
+				}
+				continue
+			}
+			_ = os.RemoveAll(p)
+		}
+	})
+	gobin := t.TempDir()
+	env := []string{
+		"GOPROXY=" + (&url.URL{Scheme: "file", Path: proxy}).String() + "," + strings.TrimSpace(upstream),
+		"GONOSUMDB=" + modPath, // the test version is in no checksum database
+		"GOBIN=" + gobin, "CGO_ENABLED=0", "GOFLAGS=",
+	}
+	if _, err := command(t, t.TempDir(), env, "nice", "-n", "10", "go", "install", modPath+"/cmd/certdrift@"+version); err != nil {
+		t.Fatal(err)
+	}
+	v, c := versionOutput(t, filepath.Join(gobin, "certdrift"))
+	if v != version {
+		t.Errorf("go install …@%s: certdrift version says %q", version, v)
+	}
+	// A build from the module cache records no VCS settings, and a non-pseudo version names no commit.
+	if c != "unknown" {
+		t.Errorf("go install …@%s: commit %q, want unknown", version, c)
+	}
 }
