@@ -140,9 +140,10 @@ image:
 	  -platforms $(IMAGE_PLATFORMS) -ldflags "$(LDFLAGS)" -layout dist/image -archive dist/certdrift-image.tar
 
 # GoReleaser empties only its own dist/release; the chart and the image it lists in its
-# checksums file come first. CERTDRIFT_VERSION is the snapshot's version (.goreleaser.yaml).
+# checksums file come first. The CERTDRIFT_* variables are the stamps (.goreleaser.yaml).
 release-snapshot: chart image
-	CERTDRIFT_VERSION=$(VERSION) $(NICE) $(GO) run $(GORELEASER) release --snapshot --clean --skip=publish
+	CERTDRIFT_VERSION=$(VERSION) CERTDRIFT_COMMIT=$(COMMIT) CERTDRIFT_DATE=$(BUILD_DATE) \
+	  $(NICE) $(GO) run $(GORELEASER) release --snapshot --clean --skip=publish
 
 test-release: release-snapshot
 	@echo "==> go test ./test/release (the artifacts in dist/)"
