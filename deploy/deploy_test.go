@@ -417,7 +417,7 @@ func TestDockerfile(t *testing.T) {
 		t.Fatal("no `RUN CGO_ENABLED=0 go build ...` line")
 	}
 	out := filepath.Join(t.TempDir(), "certdrift")
-	line := strings.NewReplacer("${VERSION}", "v0.0.0-test", "${REVISION}", "r-test", "/out/certdrift", out).Replace(m[1])
+	line := strings.NewReplacer("${VERSION}", "v0.0.0-test", "${REVISION}", "r-test", "${CREATED}", "2026-01-02T03:04:05Z", "/out/certdrift", out).Replace(m[1])
 	if _, err := run(t, "..", "sh", "-c", "nice -n 10 env "+line); err != nil {
 		t.Fatalf("the Dockerfile's build line fails: %v", err)
 	}
@@ -438,8 +438,8 @@ func TestDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(v), "v0.0.0-test") || !strings.Contains(string(v), "r-test") {
-		t.Errorf("certdrift version = %q: the -X flags did not set the version and commit", v)
+	if !strings.Contains(string(v), "v0.0.0-test") || !strings.Contains(string(v), "r-test") || !strings.Contains(string(v), "2026-01-02T03:04:05Z") {
+		t.Errorf("certdrift version = %q: the -X flags did not set the version, commit and date", v)
 	}
 }
 

@@ -154,6 +154,37 @@ func decodeObjects(t *testing.T, b []byte) []*unstructured.Unstructured {
 	return objs
 }
 
+// TestHelmImagePullPolicy: the image tag defaults to the chart's appVersion, and the pull policy
+// to Always only for the moving tag "latest" (the source tree's appVersion); a release tag or a
+// digest is pulled IfNotPresent, and an explicit image.pullPolicy wins.
+func TestHelmImagePullPolicy(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	cases := map[string]struct {
+		set                   []string
+		wantImage, wantPolicy string
+	}{
+		"SourceTreeLatest": {wantImage: "ghcr.io/certdrift/certdrift:latest", wantPolicy: "Always"},
+		"ReleaseTag":       {set: []string{"image.tag=v1.2.3"}, wantImage: "ghcr.io/certdrift/certdrift:v1.2.3", wantPolicy: "IfNotPresent"},
+		"LatestByDigest": {set: []string{"image.digest=" + digest},
+			wantImage: "ghcr.io/certdrift/certdrift:latest@" + digest, wantPolicy: "IfNotPresent"},
+		"Explicit": {set: []string{"image.tag=v1.2.3", "image.pullPolicy=Always"},
+			wantImage: "ghcr.io/certdrift/certdrift:v1.2.3", wantPolicy: "Always"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, objs := helmTemplate(t, tc.set)
+			d := find(objs, "Deployment", releaseNS, "certdrift")
+			if d == nil {
+				t.Fatal("no Deployment")
+			}
+			ctr := convert[appsv1.Deployment](t, d).Spec.Template.Spec.Containers[0]
+			if ctr.Image != tc.wantImage || string(ctr.ImagePullPolicy) != tc.wantPolicy {
+				t.Errorf("image %q pulled %q, want %q pulled %q", ctr.Image, ctr.ImagePullPolicy, tc.wantImage, tc.wantPolicy)
+			}
+		})
+	}
+}
+
 func TestHelmLint(t *testing.T) {
 	for _, c := range helmCases {
 		t.Run(c.name, func(t *testing.T) {

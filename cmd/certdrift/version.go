@@ -4,21 +4,92 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
+
+	"golang.org/x/mod/module"
 )
 
-// Set at build time: go build -ldflags "-X main.version=v1.2.3 -X main.commit=abc123".
+// Set at build time from scripts/version.sh, the one version source (make build, GoReleaser, ko):
+//
+//	go build -ldflags "-X main.version=v1.2.3 -X main.commit=<sha> -X main.date=2026-01-02T03:04:05Z"
+//
+// Left empty, they are filled from the module's build info (buildFromInfo).
 var (
-	version = "dev"
-	commit  = "dev"
+	version string
+	commit  string
+	date    string
 )
 
-// buildInfo describes this binary; it is bound into commands and will label certdrift_build_info.
+// buildInfo describes this binary; it is bound into commands and labels certdrift_build_info.
 type buildInfo struct {
-	Version, Commit, GoVersion string
+	Version, Commit, Date, GoVersion string
 }
 
 func currentBuild() buildInfo {
-	return buildInfo{Version: version, Commit: commit, GoVersion: runtime.Version()}
+	bi, _ := debug.ReadBuildInfo()
+	b := buildFromInfo(version, commit, date, bi)
+	b.GoVersion = runtime.Version()
+	return b
+}
+
+// buildFromInfo resolves the version, commit and date: the ldflags values where set, else what
+// the go command recorded. `go install github.com/certdrift/certdrift/cmd/certdrift@v1.2.3`
+// records the module version (v1.2.3, or a pseudo-version for a commit) but no VCS settings, since
+// it builds from the module cache; a `go build` in a git checkout records vcs.revision, vcs.time
+// and vcs.modified (unless -buildvcs=false) and the module version "(devel)". Whatever is still
+// unknown is "dev" (version) or "unknown".
+func buildFromInfo(ldVersion, ldCommit, ldDate string, bi *debug.BuildInfo) buildInfo {
+	b := buildInfo{Version: ldVersion, Commit: ldCommit, Date: ldDate}
+	if bi != nil {
+		var modified bool
+		settings := map[string]string{}
+		for _, s := range bi.Settings {
+			settings[s.Key] = s.Value
+		}
+		modified = settings["vcs.modified"] == "true"
+		if b.Version == "" {
+			if v := bi.Main.Version; v != "" && v != "(devel)" {
+				b.Version = v
+			}
+		}
+		if b.Commit == "" {
+			if rev := settings["vcs.revision"]; rev != "" {
+				b.Commit = rev
+				if modified {
+					b.Commit += "-dirty"
+				}
+			} else if rev := pseudoRevision(bi.Main.Version); rev != "" {
+				// A pseudo-version names its commit (the 12-character prefix Go keeps).
+				b.Commit = rev
+			}
+		}
+		if b.Date == "" {
+			b.Date = settings["vcs.time"]
+		}
+	}
+	if b.Version == "" {
+		b.Version = "dev"
+	}
+	if b.Commit == "" {
+		b.Commit = "unknown"
+	}
+	if b.Date == "" {
+		b.Date = "unknown"
+	}
+	return b
+}
+
+// pseudoRevision returns the commit prefix of a pseudo-version (v0.0.0-20260102030405-abcdef123456),
+// or "" for a release version.
+func pseudoRevision(v string) string {
+	if !module.IsPseudoVersion(v) {
+		return ""
+	}
+	rev, err := module.PseudoVersionRev(v)
+	if err != nil {
+		return ""
+	}
+	return rev
 }
 
 type versionCmd struct{}
@@ -30,5 +101,5 @@ func (versionCmd) Run(io *streams, b buildInfo, _ *slog.Logger) error {
 
 // text is what `certdrift version` and `certdrift --version` print (without the final newline).
 func (b buildInfo) text() string {
-	return fmt.Sprintf("certdrift %s\ncommit: %s\ngo: %s", b.Version, b.Commit, b.GoVersion)
+	return fmt.Sprintf("certdrift %s\ncommit: %s\nbuilt: %s\ngo: %s", b.Version, b.Commit, b.Date, b.GoVersion)
 }

@@ -42,8 +42,24 @@ app.kubernetes.io/part-of: certdrift
 {{- end -}}
 {{- end -}}
 
+{{- define "certdrift.imageTag" -}}
+{{- default .Chart.AppVersion .Values.image.tag -}}
+{{- end -}}
+
+{{/* image.pullPolicy, else Kubernetes' own default spelled out: Always for the tag "latest"
+     without a digest (a moving tag), IfNotPresent for a release tag or a digest. */}}
+{{- define "certdrift.imagePullPolicy" -}}
+{{- if .Values.image.pullPolicy -}}
+{{- .Values.image.pullPolicy -}}
+{{- else if and (eq (include "certdrift.imageTag" .) "latest") (not .Values.image.digest) -}}
+Always
+{{- else -}}
+IfNotPresent
+{{- end -}}
+{{- end -}}
+
 {{- define "certdrift.image" -}}
-{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- $tag := include "certdrift.imageTag" . -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest -}}
 {{- else -}}
