@@ -53,7 +53,7 @@ func (a *auditor) checkCertManager(cm kube.CertManager, envoys []EnvoyView) []Ce
 	if cm.Err != nil {
 		a.add(Finding{Code: Unreachable, Severity: Warning, Subject: Subject{Source: "cert-manager.io"},
 			Message:  "cert-manager's Certificates or CertificateRequests could not be listed: its Certificates are not judged: " + cm.Err.Error(),
-			Advice:   "grant certdrift get, list and watch on certificates and certificaterequests in cert-manager.io (the chart's certManager.enabled)",
+			Advice:   "grant certdrift get, list and watch on certificates and certificaterequests in cert-manager.io (the chart's rbac.certManager)",
 			Evidence: map[string]string{"reason": "list"}})
 	}
 	if !cm.Present {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -44,6 +45,12 @@ type Options struct {
 type Reader struct {
 	client dynamic.Interface
 	opt    Options
+	// served asks the API server's discovery whether cert-manager.io/v1 is served (nil: not
+	// asked). It settles a refused list: the authorizer answers before the resource is looked up,
+	// so a user without a cert-manager.io rule gets 403, not 404, on a cluster without the CRDs,
+	// and that must read as "absent", not as a gap. Discovery is open to every authenticated user
+	// (system:discovery).
+	served func(ctx context.Context) (bool, error)
 }
 
 // New builds a Reader from a REST config; it makes no request.
@@ -57,7 +64,19 @@ func New(rc *rest.Config, opt Options) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build cert-manager client for %s: %w", rc.Host, err)
 	}
-	return NewWithClient(client, opt), nil
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return nil, fmt.Errorf("build discovery client for %s: %w", rc.Host, err)
+	}
+	r := NewWithClient(client, opt)
+	r.served = func(ctx context.Context) (bool, error) {
+		err := dc.RESTClient().Get().AbsPath("/apis", Certificates.Group, Certificates.Version).Do(ctx).Error()
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	return r, nil
 }
 
 // NewWithClient builds a Reader on a dynamic client.
@@ -92,6 +111,11 @@ func (r *Reader) Read(ctx context.Context) kube.CertManager {
 		if apierrors.IsNotFound(err) && !isObjectNotFound(err) {
 			// The resource itself is not served: the CRDs are not installed.
 			return kube.CertManager{Read: true}
+		}
+		if apierrors.IsForbidden(err) && r.served != nil {
+			if ok, derr := r.served(ctx); derr == nil && !ok {
+				return kube.CertManager{Read: true} // refused, but there is nothing to read
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)

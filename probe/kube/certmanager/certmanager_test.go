@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -135,6 +136,27 @@ func TestReadOnCluster(t *testing.T) {
 	if got := r.Read(ctx); got.Present || got.Err != nil || !got.Read {
 		t.Fatalf("before the CRDs: %+v, want Read, not Present, no error", got)
 	}
+	// A user without a cert-manager.io rule is refused (403) before the API server looks the
+	// resource up: with no CRDs that is still "absent", not a gap (discovery settles it).
+	nobody, err := tb.ClientConfig("certdrift-no-certmanager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied, err := New(nobody, Options{Namespaces: []string{"default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := denied.Read(ctx); got.Present || got.Err != nil || !got.Read {
+		t.Errorf("before the CRDs, a user without the rule: %+v, want Read, not Present, no error", got)
+	}
+	// Control: the same user's list is refused, not answered 404 (else the case above proves nothing).
+	ndc, err := dynamic.NewForConfig(nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ndc.Resource(Certificates).Namespace("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("before the CRDs, the user's own list: %v, want 403", err)
+	}
 
 	if err := tb.InstallCertManagerCRDs(ctx, ""); err != nil {
 		t.Fatal(err)
@@ -191,11 +213,7 @@ spec: {request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K, issuerRef: {na
 	}
 
 	// A user without the cert-manager.io rule: present, but a gap.
-	nobody, err := tb.ClientConfig("certdrift-no-certmanager")
-	if err != nil {
-		t.Fatal(err)
-	}
-	denied, err := New(nobody, Options{Namespaces: []string{ns}})
+	denied, err = New(nobody, Options{Namespaces: []string{ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
