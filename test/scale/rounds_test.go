@@ -49,7 +49,9 @@ func TestServeRounds(t *testing.T) {
 
 	addr := proc.FreeAddr(t)
 	var logs syncBuffer
-	cmd := exec.CommandContext(ctx, bin, "serve", "--kubeconfig", tb.KubeconfigPath, "--web.listen-address", addr, "--interval", "2s")
+	// Rounds are counted from serve's "round complete" lines, which are debug since serve logs
+	// per-round lines only when asked.
+	cmd := exec.CommandContext(ctx, bin, "serve", "--kubeconfig", tb.KubeconfigPath, "--web.listen-address", addr, "--interval", "2s", "--log.level", "debug")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), SyncTimeoutEnv(mode)}
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	started := time.Now()

@@ -183,6 +183,32 @@ func TestEGCARotation(t *testing.T) {
 	}
 	selector := "gateway.envoyproxy.io/owning-gateway-namespace=" + egcaNS + ",gateway.envoyproxy.io/owning-gateway-name=web"
 	const rlSelector = "app.kubernetes.io/name=envoy-ratelimit"
+	// The package's scenarios share one cluster and its envoy-gateway-system namespace: leave no
+	// proxy or rate limit behind for the next one to audit. The control plane may already be
+	// stopped when this runs (cleanups run last first), so the proxy's and the rate limit's
+	// objects are deleted here rather than left to it.
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer ccancel()
+		if out, err := tb.Kubectl(cctx, "delete", "--ignore-not-found", "--wait=false", "-f", filepath.Join(egcaNS, "gateway.yaml")); err != nil {
+			t.Errorf("cleanup: %v\n%s", err, out)
+		}
+		for _, sel := range []string{"gateway.envoyproxy.io/owning-gateway-namespace=" + egcaNS, rlSelector} {
+			if out, err := tb.Kubectl(cctx, "-n", egNS, "delete", "deployments,services,pods", "-l", sel, "--ignore-not-found", "--wait=false"); err != nil {
+				t.Errorf("cleanup: %v\n%s", err, out)
+			}
+			poll(cctx, t, "cleanup: no pod left for "+sel, func() error {
+				pods, err := tb.Client.CoreV1().Pods(egNS).List(cctx, metav1.ListOptions{LabelSelector: sel})
+				if err != nil {
+					return err
+				}
+				if n := len(pods.Items); n > 0 {
+					return fmt.Errorf("%d pods left", n)
+				}
+				return nil
+			})
+		}
+	})
 	p := waitReady(ctx, t, egNS, selector, 1)[0]
 	rl := waitReady(ctx, t, egNS, rlSelector, 1)[0]
 	connected := func(what string) {
@@ -327,11 +353,22 @@ func TestEGCARotation(t *testing.T) {
 	released := time.Now()
 	connected("the new proxy connected once the control plane has the new Secret")
 	t.Logf("OBSERVED new proxy connected %s after the control plane's /certs was synced", time.Since(released).Round(10*time.Millisecond))
-	if leaf, err := rlHandshake(rl, cur["envoy"].keyPair); err != nil || !sameCert(leaf, cur["envoy-rate-limit"].leaf) {
-		t.Errorf("rate limit gRPC after the rotation: served %s, err %v; want the new envoy-rate-limit leaf (its CertProvider reloads the serving pair)", serial(leaf), err)
-	} else {
-		t.Logf("OBSERVED rate limit %s serves the new envoy-rate-limit leaf %s: its serving pair is reloaded from /certs", rl.Name, serial(leaf))
-	}
+	// The rate limit's /certs is a Secret volume: the node agent projects the new Secret on its
+	// sync period, then the service's certificate provider reloads the pair; on a busy machine
+	// that can take a few seconds, so wait for it (bounded) rather than look once.
+	rlCtx, rlCancel := context.WithTimeout(ctx, time.Minute)
+	poll(rlCtx, t, "rate limit "+rl.Name+" serving the new envoy-rate-limit leaf (its certificate provider reloads the serving pair from /certs)", func() error {
+		leaf, err := rlHandshake(rl, cur["envoy"].keyPair)
+		if err != nil {
+			return err
+		}
+		if !sameCert(leaf, cur["envoy-rate-limit"].leaf) {
+			return fmt.Errorf("serves %s", serial(leaf))
+		}
+		return nil
+	})
+	rlCancel()
+	t.Logf("OBSERVED rate limit %s serves the new envoy-rate-limit leaf %s after the control plane sync: its serving pair is reloaded from /certs", rl.Name, time.Since(released).Round(10*time.Millisecond))
 	code, r = audit("control plane synced")
 	// The proxy's fail_verify_error stays non-zero for life; connected again, nothing fails now:
 	// no CA_BUNDLE_GAP.
