@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"time"
@@ -13,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -64,17 +65,36 @@ func New(rc *rest.Config, opt Options) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build cert-manager client for %s: %w", rc.Host, err)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	// A plain GET of the group-version's discovery document: client-go's discovery client would
+	// link the whole clientset scheme (cmd/certdrift's TestBinaryDependencies keeps it out).
+	h, err := rest.HTTPClientFor(c)
 	if err != nil {
-		return nil, fmt.Errorf("build discovery client for %s: %w", rc.Host, err)
+		return nil, fmt.Errorf("build cert-manager client for %s: %w", rc.Host, err)
 	}
+	base, _, err := rest.DefaultServerUrlFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("cert-manager client for %s: %w", rc.Host, err)
+	}
+	groupURL := base.JoinPath("apis", Certificates.Group, Certificates.Version).String()
 	r := NewWithClient(client, opt)
 	r.served = func(ctx context.Context) (bool, error) {
-		err := dc.RESTClient().Get().AbsPath("/apis", Certificates.Group, Certificates.Version).Do(ctx).Error()
-		if apierrors.IsNotFound(err) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, groupURL, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := h.Do(req)
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return true, nil
+		case http.StatusNotFound:
 			return false, nil
 		}
-		return err == nil, err
+		return false, fmt.Errorf("GET %s: %s", groupURL, resp.Status)
 	}
 	return r, nil
 }
