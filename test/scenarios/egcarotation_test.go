@@ -323,8 +323,18 @@ func TestEGCARotation(t *testing.T) {
 		return fmt.Errorf("not yet")
 	})
 	t.Logf("OBSERVED window, new proxy %s: xDS %s", p.Name, xdsStats(adminStats(ctx, t, p, 19000)))
-	code, r = audit("window, new proxy")
-	t.Logf("OBSERVED window, new proxy: certdrift exit %d, %v", code, r.findings())
+	// Up to three audits, a few seconds apart: one CI run (Envoy 1.36.2, loaded machine) had an
+	// audit miss the gap right after the proxy's own /stats showed it, and the cause is not known
+	// yet (issue 18's note); every attempt is logged, and the last one must report it.
+	for attempt := 1; ; attempt++ {
+		code, r = audit("window, new proxy")
+		t.Logf("OBSERVED window, new proxy (audit %d): certdrift exit %d, %v", attempt, code, r.findings())
+		if len(r.findings("CA_BUNDLE_GAP")) > 0 || attempt == 3 {
+			break
+		}
+		t.Logf("OBSERVED window, new proxy: no CA_BUNDLE_GAP in audit %d while the proxy's xDS %s", attempt, xdsStats(adminStats(ctx, t, p, 19000)))
+		time.Sleep(3 * time.Second)
+	}
 	// certdrift does not observe the control plane (not a pod here, no admin in a cluster), so no
 	// pairing can show the gap; the proxy's own /stats do: its ADS stream is down and its xDS
 	// cluster refuses the control plane's chain.
