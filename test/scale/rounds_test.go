@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/certdrift/certdrift/test/proc"
 	"github.com/certdrift/certdrift/test/testbed"
 )
 
@@ -47,47 +45,11 @@ func TestServeRounds(t *testing.T) {
 	}
 	bin := buildCertdrift(t)
 
-	addr := proc.FreeAddr(t)
-	var logs syncBuffer
 	// Rounds are counted from serve's "round complete" lines, which are debug since serve logs
 	// per-round lines only when asked.
-	cmd := exec.CommandContext(ctx, bin, "serve", "--kubeconfig", tb.KubeconfigPath, "--web.listen-address", addr, "--interval", "2s", "--log.level", "debug")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), SyncTimeoutEnv(mode)}
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start certdrift serve: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("certdrift serve output (tail):\n%s", tail(logs.String(), 3000))
-		}
-	})
-	base := "http://" + addr
+	sp := startServe(ctx, t, bin, tb.KubeconfigPath, mode, 5*time.Minute, "--interval", "2s", "--log.level", "debug")
+	cmd, logs, base, ready := sp.cmd, sp.logs, sp.base, sp.ready
 	client := &http.Client{Timeout: 30 * time.Second}
-	for {
-		resp, err := client.Get(base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Since(started) > 5*time.Minute || ctx.Err() != nil {
-			t.Fatalf("certdrift serve not ready after %v", time.Since(started))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ready := time.Since(started)
 
 	scrape := func() ([]byte, time.Duration) {
 		t.Helper()

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/certdrift/certdrift/test/proc"
 	"github.com/certdrift/certdrift/test/testbed"
 )
 
@@ -46,45 +44,10 @@ func TestServeScale(t *testing.T) {
 	}
 	bin := buildCertdrift(t)
 
-	addr := proc.FreeAddr(t)
-	var logs bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "serve", "--kubeconfig", tb.KubeconfigPath, "--web.listen-address", addr, "--interval", "30s")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), SyncTimeoutEnv(mode)}
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	started := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start certdrift serve: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("certdrift serve output (tail):\n%s", tail(logs.String(), 3000))
-		}
-	})
-	base := "http://" + addr
+	sp := startServe(ctx, t, bin, tb.KubeconfigPath, mode, 2*time.Minute, "--interval", "30s")
+	base := sp.base
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true}}
-	for {
-		resp, err := client.Get(base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Since(started) > 2*time.Minute || ctx.Err() != nil {
-			t.Fatalf("certdrift serve not ready after %v", time.Since(started))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Logf("ready %.2fs after start", time.Since(started).Seconds())
+	t.Logf("ready %.2fs after start", sp.ready.Seconds())
 
 	var wire int // bytes on the wire of the last scrape
 	scrape := func(gz bool) (body []byte, took time.Duration) {
@@ -131,7 +94,7 @@ func TestServeScale(t *testing.T) {
 	}
 	slices.Sort(lat)
 	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
-	rss, hwm := procMemory(t, cmd.Process.Pid)
+	rss, hwm := procMemory(t, sp.cmd.Process.Pid)
 
 	// Update → metric: a new leaf for one Secret, then poll until its desired fingerprint moves.
 	cs, err := kubernetes.NewForConfig(tb.Config)
