@@ -323,18 +323,12 @@ func TestEGCARotation(t *testing.T) {
 		return fmt.Errorf("not yet")
 	})
 	t.Logf("OBSERVED window, new proxy %s: xDS %s", p.Name, xdsStats(adminStats(ctx, t, p, 19000)))
-	// Up to three audits, a few seconds apart: one CI run (Envoy 1.36.2, loaded machine) had an
-	// audit miss the gap right after the proxy's own /stats showed it, and the cause is not known
-	// yet (issue 18's note); every attempt is logged, and the last one must report it.
-	for attempt := 1; ; attempt++ {
-		code, r = audit("window, new proxy")
-		t.Logf("OBSERVED window, new proxy (audit %d): certdrift exit %d, %v", attempt, code, r.findings())
-		if len(r.findings("CA_BUNDLE_GAP")) > 0 || attempt == 3 {
-			break
-		}
-		t.Logf("OBSERVED window, new proxy: no CA_BUNDLE_GAP in audit %d while the proxy's xDS %s", attempt, xdsStats(adminStats(ctx, t, p, 19000)))
-		time.Sleep(3 * time.Second)
-	}
+	// One audit: the xDS cluster has never completed a handshake, so the gap shows whatever
+	// control_plane.connected_state reads at that instant (it reads 1 while a retry is pending:
+	// one CI run on Envoy 1.36.2 missed the gap when certdrift judged by the gauge alone;
+	// test/e2e TestXDSVerifyFailureWhileRetrying pins that case down).
+	code, r = audit("window, new proxy")
+	t.Logf("OBSERVED window, new proxy: certdrift exit %d, %v", code, r.findings())
 	// certdrift does not observe the control plane (not a pod here, no admin in a cluster), so no
 	// pairing can show the gap; the proxy's own /stats do: its ADS stream is down and its xDS
 	// cluster refuses the control plane's chain.
@@ -347,8 +341,8 @@ func TestEGCARotation(t *testing.T) {
 			continue
 		}
 		t.Logf("OBSERVED window, new proxy: %s %s: %s %v", f.Code, f.Severity, f.Message, f.Evidence)
-		if f.Evidence["cluster"] != "xds_cluster" || f.Evidence["control_plane_connected_state"] != "0" || f.Evidence["fail_verify_error"] == "" || f.Evidence["fail_verify_error"] == "0" {
-			t.Errorf("window, new proxy: CA_BUNDLE_GAP evidence %v, want cluster xds_cluster, control_plane_connected_state 0, fail_verify_error > 0", f.Evidence)
+		if f.Evidence["cluster"] != "xds_cluster" || f.Evidence["ssl_handshake"] != "0" || f.Evidence["fail_verify_error"] == "" || f.Evidence["fail_verify_error"] == "0" {
+			t.Errorf("window, new proxy: CA_BUNDLE_GAP evidence %v, want cluster xds_cluster, ssl_handshake 0, fail_verify_error > 0", f.Evidence)
 		}
 	}
 	if code != 1 {
