@@ -105,12 +105,26 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	}
 	// Inferred: a loaded leaf whose DNS names equal a desired certificate's but whose serial
 	// differs is most likely an old copy of it — of a certificate the pod could have mounted.
+	// Only for leaves no binding above accounts for: a leaf the Envoy reads from a mounted
+	// Secret's file (or an SDS secret bound by name) is that Secret's, current or stale, and not
+	// an old copy of every other Secret issued for the same names (two cert-manager
+	// Certificates for one host: the pod mounts one, and would be "stale" for the other).
+	accounted := map[string]bool{}
+	for _, b := range bs {
+		loaded, _ := a.loadedFor(snap, b)
+		for _, l := range loaded {
+			accounted[l.v.key()] = true
+		}
+	}
 	sc := scopeOf(ev)
 	for _, c := range snap.Contexts {
 		if len(c.Chain) == 0 || len(c.Chain[0].DNSNames) == 0 {
 			continue
 		}
 		cd := c.Chain[0]
+		if accounted[validityOfDetail(cd).key()] {
+			continue
+		}
 		// A loaded leaf that is some desired source's current certificate is not an old copy
 		// of another source that merely carries the same names: Envoy Gateway's certgen issues
 		// its "envoy" (xDS client) and "envoy-rate-limit" leaves for the same

@@ -33,6 +33,8 @@ type fixture struct {
 	expired, soon  *certs.Leaf
 	future, weak   *certs.Leaf
 	fromCA2        *certs.Leaf
+	sibling        *certs.Leaf // another current leaf for cur's names (a second Certificate)
+	otherOld       *certs.Leaf // an older leaf for other's names
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -53,6 +55,8 @@ func newFixture(t *testing.T) *fixture {
 		future:   ca.Leaf(t, certs.WithCommonName("future"), names, certs.WithValidity(now.Add(24*time.Hour), now.Add(90*24*time.Hour))),
 		weak:     ca.Leaf(t, certs.WithCommonName("weak"), names, certs.WithKeyType(certs.RSA1024), valid),
 		fromCA2:  ca2.Leaf(t, certs.WithCommonName("client"), certs.WithDNSNames("client.example.com"), certs.WithClientAuth(), valid),
+		sibling:  ca.Leaf(t, certs.WithCommonName("www sibling"), names, certs.WithFreshKey(), valid),
+		otherOld: ca.Leaf(t, certs.WithCommonName("other old"), certs.WithDNSNames("other.example.com"), certs.WithFreshKey(), certs.WithValidity(now.Add(-60*24*time.Hour), now.Add(30*24*time.Hour))),
 	}
 }
 
@@ -79,6 +83,14 @@ func detail(path string, c *x509.Certificate) envoystate.CertDetail {
 
 func loadedFile(path string, cs ...*x509.Certificate) *envoystate.Snapshot {
 	s := &envoystate.Snapshot{AdminURL: "http://127.0.0.1:9901"}
+	for _, c := range cs {
+		s.Contexts = append(s.Contexts, envoystate.TLSContext{Chain: []envoystate.CertDetail{detail(path, c)}})
+	}
+	return s
+}
+
+// withContext adds one /certs context per certificate, read from path.
+func withContext(s *envoystate.Snapshot, path string, cs ...*x509.Certificate) *envoystate.Snapshot {
 	for _, c := range cs {
 		s.Contexts = append(s.Contexts, envoystate.TLSContext{Chain: []envoystate.CertDetail{detail(path, c)}})
 	}
@@ -283,6 +295,18 @@ func TestRun(t *testing.T) {
 			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile("/somewhere/else.pem", f.old.Cert), nil)}},
 			want: got{Codes: []string{"STALE_LOADED warning"}, States: []string{"web=stale"}},
+		},
+		"NotInferredWhenBound": {
+			reason: "two Secrets for the same names (two cert-manager Certificates for one host); the Envoy reads the first from its mounted file and holds an old copy of it: stale for that one, not for the sibling it never mounted",
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated), desiredObs("sibling", f.sibling, rotated)},
+				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), nil)}},
+			want: got{Codes: []string{"STALE_LOADED warning"}, States: []string{"web=stale"}},
+		},
+		"InferredBesideABinding": {
+			reason: "control: a second loaded leaf that no binding accounts for is still inferred to the Secret with its names",
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated), desiredObs("other", f.other, rotated)},
+				Envoys: []EnvoyView{envoy("edge", withContext(loadedFile(certPath, f.cur.Cert), "/somewhere/else.pem", f.otherOld.Cert), nil)}},
+			want: got{Codes: []string{"STALE_LOADED warning"}, States: []string{"other=stale", "web=converged"}},
 		},
 		"NotInferredFromASibling": {
 			reason: "two Secrets issued for the same names (Envoy Gateway's certgen: envoy and envoy-rate-limit); the Envoy holds the first one's current leaf, which is no old copy of the second",

@@ -398,6 +398,19 @@ func TestCertManager(t *testing.T) {
 				t.Errorf("RENEWAL_OVERDUE for %s, whose renewal is not due", source)
 			}
 		}
+		// soon-tls holds a leaf for web's names, but the Envoys mount only web-tls: what they
+		// hold is web-tls's (stale) leaf, not an old copy of soon-tls. Before this was checked,
+		// certdrift bound them to soon-tls by those names too and reported them STALE_LOADED.
+		for _, f := range r.Findings {
+			if f.Subject.Source == ns+"/soon-tls" && f.Subject.Envoy != "" {
+				t.Errorf("%s %s: Envoy %s judged against %s/soon-tls, which it does not mount: %s", f.Code, f.Severity, f.Subject.Envoy, ns, f.Message)
+			}
+		}
+		for _, b := range r.Bindings {
+			if b.Source == ns+"/soon-tls" {
+				t.Errorf("binding %s → %s (origin %s): the Envoys mount only %s", b.Envoy, b.Source, b.Origin, source)
+			}
+		}
 	})
 	if strings.Contains(cm.Log(), "PRIVATE KEY") {
 		t.Error("cert-manager's log holds private key material")
