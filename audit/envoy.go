@@ -62,13 +62,33 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 	state := map[*Binding]string{}
 	why := map[*Binding]string{}
 	loaded := map[*Binding][]loadedCert{}
-	judgeLoaded := func(b *Binding) {
-		var problem string
-		loaded[b], problem = a.loadedFor(ev.Admin, b)
-		if len(loaded[b]) == 0 {
-			loaded[b] = a.loadedByNames(ev.Admin, b)
+	// A binding whose location the Envoy does not report falls back to the certificates it holds
+	// with the desired leaf's names (loadedByNames), but never to one that another binding has
+	// located: a pod that mounts two Secrets for one host and reads only the first holds the
+	// first's leaf, not an old copy of the second.
+	located := map[*Binding][]loadedCert{}
+	problems := map[*Binding]string{}
+	claimed := map[string]bool{}
+	for _, b := range bs {
+		located[b], problems[b] = a.loadedFor(ev.Admin, b)
+		for _, l := range located[b] {
+			claimed[l.v.key()] = true
 		}
-		state[b], why[b] = a.checkLoaded(ev, b, loaded[b], problem)
+	}
+	judgeLoaded := func(b *Binding) {
+		l, ok := located[b]
+		if !ok {
+			l, problems[b] = a.loadedFor(ev.Admin, b)
+		}
+		if len(l) == 0 {
+			for _, c := range a.loadedByNames(ev.Admin, b) {
+				if !claimed[c.v.key()] {
+					l = append(l, c)
+				}
+			}
+		}
+		loaded[b] = l
+		state[b], why[b] = a.checkLoaded(ev, b, l, problems[b])
 	}
 	for _, b := range bs {
 		judgeLoaded(b)

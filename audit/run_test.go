@@ -89,6 +89,12 @@ func loadedFile(path string, cs ...*x509.Certificate) *envoystate.Snapshot {
 	return s
 }
 
+// withBindings gives an Envoy bindings as Kubernetes mode derives them from the pod's mounts.
+func withBindings(ev EnvoyView, bs ...config.Binding) EnvoyView {
+	ev.Config.Bindings = append(ev.Config.Bindings, bs...)
+	return ev
+}
+
 // withContext adds one /certs context per certificate, read from path.
 func withContext(s *envoystate.Snapshot, path string, cs ...*x509.Certificate) *envoystate.Snapshot {
 	for _, c := range cs {
@@ -301,6 +307,13 @@ func TestRun(t *testing.T) {
 			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated), desiredObs("sibling", f.sibling, rotated)},
 				Envoys: []EnvoyView{envoy("edge", loadedFile(certPath, f.old.Cert), nil)}},
 			want: got{Codes: []string{"STALE_LOADED warning"}, States: []string{"web=stale"}},
+		},
+		"NotLoadedByNamesWhenLocated": {
+			reason: "the pod mounts two Secrets for one host and Envoy reads only the first: the second is not judged against the first's leaf (same names), it is simply not loaded",
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated), desiredObs("sibling", f.sibling, rotated)},
+				Envoys: []EnvoyView{withBindings(envoy("edge", loadedFile(certPath, f.cur.Cert), nil),
+					config.Binding{Source: "web", File: certPath, Origin: OriginPath}, config.Binding{Source: "sibling", File: "/etc/sibling/tls.crt", Origin: OriginPath})}},
+			want: got{States: []string{"sibling=unknown", "web=converged"}},
 		},
 		"InferredBesideABinding": {
 			reason: "control: a second loaded leaf that no binding accounts for is still inferred to the Secret with its names",

@@ -22,7 +22,10 @@
 //     (Bind).
 //  5. Trust bundles SDS names resolve to (Istio's -cacert rule).
 //  6. Inferred: a loaded leaf with the same DNS names as a desired certificate of the pod's
-//     namespace but another serial; always marked Origin "inferred".
+//     namespace but another serial; always marked Origin "inferred". Only leaves that no binding
+//     of rules 1–5 accounts for: a leaf read from one mounted Secret is that Secret's, not an old
+//     copy of a sibling Secret issued for the same names. The same holds for a binding whose
+//     location the Envoy does not report, judged by the leaves it holds with those names.
 //
 // Pod applies 2–5 to a Kubernetes pod in that order and returns them as the Envoy's config
 // bindings (with rule 1 marked by origin); audit.Run then applies 1, the local-mode forms of 2
