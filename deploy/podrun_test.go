@@ -168,6 +168,10 @@ func TestPodRun(t *testing.T) {
 				t.Errorf("read-only profile evicted %s", r.Target)
 			}
 		}
+		// The repair asked for did not happen: exit 3, not the 1 of "findings, nothing tried".
+		if code != 3 {
+			t.Errorf("read-only audit --reload --yes: exit %d, want 3 (every action refused or not checkable)", code)
+		}
 		for _, p := range envoys {
 			if _, err := tb.Client.CoreV1().Pods(staticNS).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
 				t.Errorf("pod %s is gone after a read-only audit: %v", p.Name, err)

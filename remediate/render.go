@@ -124,11 +124,13 @@ func printable(s string) string {
 }
 
 // Failed counts the results that make a repair run unsuccessful: refused, failed, or skipped
-// because the workload is blocked by an earlier failed action.
+// because the workload is blocked by an earlier failed action or because certdrift could not
+// check it was safe to act (RBAC refused the record Lease or the replica count): the repair that
+// was asked for did not happen, which a script must not read as "findings, nothing tried".
 func Failed(results []Result) int {
 	var bad int
 	for _, res := range results {
-		if res.Outcome == OutcomeFailed || res.Outcome == OutcomeRefused || res.Skip == SkipBlocked {
+		if res.Outcome == OutcomeFailed || res.Outcome == OutcomeRefused || res.Skip == SkipBlocked || res.Skip == SkipCannotCheck {
 			bad++
 		}
 	}

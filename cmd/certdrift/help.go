@@ -39,7 +39,7 @@ func (h *helpCmd) Run(kctx *kong.Context, _ *slog.Logger) error {
 
 // Examples shown by `certdrift audit --help` (kong prints a command's Help() below its summary).
 func (auditCmd) Help() string {
-	return `Exit codes: 0 clean, 1 findings at or above --fail-on (or coverage incomplete), 2 could not run, 3 a repair failed.
+	return `Exit codes: 0 clean, 1 findings at or above --fail-on (or coverage incomplete), 2 could not run, 3 a repair failed or could not be checked (--reload).
 
 Examples:
 

@@ -119,20 +119,31 @@ func TestKubeAuditStaysInNamespace(t *testing.T) {
 
 	// A stale pod in one namespace is still found.
 	in.Envoys[1].Admin.Contexts[0].Chain[0].Serial = big.NewInt(42)
-	// The control: without the pod context, name-based inference pairs b's stale certificate with
-	// a's Secret too, so the check above and below show what the pod context prevents.
-	noPod := slices.Clone(in.Envoys)
-	for i := range noPod {
-		noPod[i].Pod = nil
-	}
-	cross := 0
-	for _, b := range audit.Run(audit.Inputs{Desired: in.Desired, Envoys: noPod}, policy, now).Bindings {
-		if ns, _, _ := strings.Cut(b.Envoy, "/"); !strings.HasPrefix(b.Source, ns+"/") {
-			cross++
+	// Name-based inference applies to a leaf no mount binding accounts for (a mounted Secret's
+	// leaf is that Secret's: audit's NotInferredWhenBound), so the scoping is shown on pods whose
+	// mounts are unknown. The control: without the pod context, inference pairs b's stale
+	// certificate with a's Secret too; with it, with b's alone.
+	crossings := func(withPod bool) int {
+		evs := slices.Clone(in.Envoys)
+		for i := range evs {
+			evs[i].Config.Bindings = nil
+			if !withPod {
+				evs[i].Pod = nil
+			}
 		}
+		cross := 0
+		for _, b := range audit.Run(audit.Inputs{Desired: in.Desired, Envoys: evs}, policy, now).Bindings {
+			if ns, _, _ := strings.Cut(b.Envoy, "/"); !strings.HasPrefix(b.Source, ns+"/") {
+				cross++
+			}
+		}
+		return cross
 	}
-	if cross == 0 {
+	if crossings(false) == 0 {
 		t.Errorf("without pod context no binding crossed namespaces: the case no longer shows what scoping prevents")
+	}
+	if n := crossings(true); n != 0 {
+		t.Errorf("with pod context and no mount bindings, %d bindings crossed namespaces", n)
 	}
 	r = audit.Run(in, policy, now)
 	for _, b := range r.Bindings {
