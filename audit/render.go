@@ -158,7 +158,8 @@ func tableText(s string) string {
 	return strings.Join(strings.Fields(clean(s)), " ")
 }
 
-// stutterREs undo Go's habit of wrapping an error that already says what its wrapper says:
+// stutterREs undo Go's habit of wrapping an error that already says what its wrapper says (Run
+// applies them to every finding's message):
 // "dial 10.0.0.1:443: dial tcp 10.0.0.1:443: …" (tlsprobe over net.Dialer), "GET /certs: request:
 // Get \"/certs\": …" (the admin client over net/http), "open X: open X: …" (os errors).
 var stutterREs = []struct {

@@ -65,6 +65,11 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	a.checkReplicas(a.served)
 	a.checkLivePairings(in.Envoys, a.served)
 	certManager := a.checkCertManager(in.CertManager, in.Envoys)
+	for i := range a.findings {
+		// Every output (JSON, table, metrics' messages) gets errors said once, not as Go wraps
+		// them ("dial X: dial tcp X: …").
+		a.findings[i].Message = unstutter(a.findings[i].Message)
+	}
 	sortFindings(a.findings)
 	sortBindings(a.bindings)
 	r := Report{
