@@ -98,9 +98,13 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 		a.checkUpstreamVerify(ev)
 		a.checkLoadedValidity(ev)
 	}
+	var unboundServed []tlsprobe.Result
 	for _, r := range ev.Served {
 		ep := endpointConfig(ev, r.Target.Address)
 		b := a.bindingForEndpoint(ev, bs, ep, r.Target.SNI)
+		if b == nil && len(r.Chain) > 0 && r.Chain[0] != nil {
+			unboundServed = append(unboundServed, r)
+		}
 		if b != nil && !containsPtr(bs, b) {
 			bs = append(bs, b)
 			judgeLoaded(b)
@@ -124,6 +128,7 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 		a.served = append(a.served, rec)
 	}
 	a.checkProcess(ev, bs, state, loaded)
+	a.checkUnbound(ev, bs, loaded, unboundServed)
 	for _, b := range bs {
 		b.State = state[b]
 		if b.State == StateUnknown {

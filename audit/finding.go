@@ -30,6 +30,7 @@ const (
 	StaleTrust           Code = "STALE_TRUST"
 	LingeringContext     Code = "LINGERING_CONTEXT"
 	SourceMissing        Code = "SOURCE_MISSING"
+	Unbound              Code = "UNBOUND"
 	// cert-manager (certmanager.go).
 	CertificateNotReady       Code = "CERTIFICATE_NOT_READY"
 	RenewalOverdue            Code = "RENEWAL_OVERDUE"
@@ -42,13 +43,13 @@ var AllCodes = []Code{
 	StaleLoaded, StaleServed, LoadedServedMismatch, ReplicaDivergence,
 	Expired, Expiring, NotYetValid, CABundleGap, CABundleHygiene, ChainIncomplete,
 	KeyMismatch, HostnameMismatch, RotationFailed, StaleProcess, SubPathMount, WeakCrypto,
-	ParseError, Unreachable, StaleTrust, LingeringContext, SourceMissing,
+	ParseError, Unreachable, StaleTrust, LingeringContext, SourceMissing, Unbound,
 	CertificateNotReady, RenewalOverdue, CertificateSecretMismatch, StaleRevision,
 }
 
 // gapCodes mark input that could not be judged: a report holding one is not complete coverage,
 // whatever the severity.
-var gapCodes = map[Code]bool{ParseError: true, Unreachable: true, SourceMissing: true}
+var gapCodes = map[Code]bool{ParseError: true, Unreachable: true, SourceMissing: true, Unbound: true}
 
 // Severity orders findings. The zero value is invalid.
 type Severity int

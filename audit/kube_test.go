@@ -84,6 +84,8 @@ func TestKubernetesChecks(t *testing.T) {
 				pod("shop", "web-a", "Deployment/web", started, nil, nil, served("10.0.0.1:8443", "", f.cur.Cert)),
 				pod("shop", "api-a", "Deployment/api", started, nil, nil, served("10.0.0.2:8443", "", f.other.Cert)),
 			}},
+			// No desired source holds either leaf: each is a gap (UNBOUND), never a divergence.
+			want: got{Codes: []string{"UNBOUND warning", "UNBOUND warning"}},
 		},
 		"NoHotReloadStartedBeforeChange": {
 			reason: "a rate limit that never reloads started before its Secret changed: STALE_PROCESS without any admin",
@@ -125,6 +127,8 @@ func TestKubernetesChecks(t *testing.T) {
 			in: Inputs{Desired: []desired.Observation{kubeDesired("prod/web", f.cur, rotated)}, Envoys: []EnvoyView{
 				pod("staging", "web-a", "Deployment/web", started, loadedFile("/certs/tls.crt", f.old.Cert), nil, served("10.0.0.9:8443", "www.example.com", f.old.Cert)),
 			}},
+			// staging's own Secret is not in the inputs: what it serves is a gap, not a pass.
+			want: got{Codes: []string{"UNBOUND warning"}},
 		},
 		"InferenceWithinNamespace": {
 			reason: "the same heuristic still binds a pod to its own namespace's Secret",
