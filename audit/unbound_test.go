@@ -42,8 +42,8 @@ func TestUnbound(t *testing.T) {
 		},
 		"ServedNoSourceHolds": {
 			reason: "a handshake's leaf no binding claims, the same certificate as the unbound file: one finding, both places",
-			in: Inputs{Envoys: []EnvoyView{envoy("edge", loadedFile("/srv/other/tls.crt", f.other.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.other.Cert))}},
-			want: want{Codes: []string{"HOSTNAME_MISMATCH critical", "UNBOUND warning"}, SeenIn: `file /srv/other/tls.crt; served at 127.0.0.1:10000 (SNI "www.example.com")`},
+			in:     Inputs{Envoys: []EnvoyView{envoy("edge", loadedFile("/srv/other/tls.crt", f.other.Cert), ep, served("127.0.0.1:10000", "www.example.com", f.other.Cert))}},
+			want:   want{Codes: []string{"HOSTNAME_MISMATCH critical", "UNBOUND warning"}, SeenIn: `file /srv/other/tls.crt; served at 127.0.0.1:10000 (SNI "www.example.com")`},
 		},
 		"SDSSecretOutsideInventory": {
 			reason: "the pod names Secret shop/web-tls over SDS, which the inventory does not hold (filtered out): the finding says so",
