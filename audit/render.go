@@ -480,8 +480,17 @@ func summaryLine(r Report) string {
 	if n := c.Handshakes - c.HandshakesJudged; n > 0 {
 		gaps = append(gaps, plural(n, "handshake")+" without a certificate")
 	}
-	if c.Gaps > 0 {
-		gaps = append(gaps, plural(c.Gaps, "input")+" not read")
+	unbound := 0
+	for _, f := range r.Findings {
+		if f.Code == Unbound {
+			unbound++
+		}
+	}
+	if n := c.Gaps - unbound; n > 0 {
+		gaps = append(gaps, plural(n, "input")+" not read")
+	}
+	if unbound > 0 {
+		gaps = append(gaps, plural(unbound, "certificate")+" without a desired source")
 	}
 	if len(gaps) == 0 {
 		return line + "\ncoverage incomplete"
