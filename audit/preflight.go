@@ -630,14 +630,14 @@ func (p *preflight) steps() {
 				if r.Workload != "" {
 					n += " (" + r.Workload + ")"
 				}
-				n += pick(r.Mode == ReloadUnknown, ", if it does not reload by itself: "+r.Why, ": "+r.Why)
+				n += fmt.Sprintf(" so that it loads the new %s (%s%s)", what, pick(r.Mode == ReloadUnknown, "if it does not by itself: ", ""), r.Why)
 				if !slices.Contains(names, n) {
 					names = append(names, n)
 				}
 			}
 		}
 		for _, n := range names {
-			add(fmt.Sprintf("Restart %s, so that it loads the new %s.", n, what))
+			add("Restart " + n + ".")
 		}
 	}
 	// Bundles that must hold the new CA before any new leaf is presented: the candidates' own,
@@ -690,11 +690,11 @@ func (p *preflight) steps() {
 		add(fmt.Sprintf("Wait until every verifier has loaded the new bundle: run `%s` until every trust binding of %s is converged (no STALE_TRUST, STALE_PROCESS or CA_BUNDLE_GAP; Kubernetes projects a Secret into pods within about a minute).", p.opt.AuditCommand, strings.Join(sortedKeys(bundles), ", ")))
 	}
 	if len(leaves) > 0 {
-		what := "Write the new leaf"
 		if newLeafRejected || len(bundles) > 0 {
-			what = "Then write the new leaf"
+			add(fmt.Sprintf("Then write the new leaf of %s (preflight it again first: with the bundles converged it should report no rejection).", strings.Join(sortedKeys(leaves), ", ")))
+		} else {
+			add(fmt.Sprintf("Write the new leaf of %s.", strings.Join(sortedKeys(leaves), ", ")))
 		}
-		add(fmt.Sprintf("%s of %s (with the bundle step done, preflight it again: it should report no rejection).", what, strings.Join(sortedKeys(leaves), ", ")))
 		restarts("leaf", leaves)
 		add(fmt.Sprintf("Wait until every Envoy serves it: run `%s` until the bindings of %s are converged (no STALE_LOADED, STALE_SERVED or STALE_PROCESS).", p.opt.AuditCommand, strings.Join(sortedKeys(leaves), ", ")))
 	} else if len(bundles) > 0 {
