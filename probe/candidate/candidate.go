@@ -110,7 +110,7 @@ func Secrets(s Spec, kube bool) ([]desired.Candidate, error) {
 		if doc > maxDocuments {
 			return nil, fmt.Errorf("%s: more than %d documents", s.Path, maxDocuments)
 		}
-		if len(n.Content) == 0 {
+		if len(n.Content) == 0 || (n.Content[0].Kind == yaml.ScalarNode && n.Content[0].Tag == "!!null") {
 			continue // an empty document ("---" at the end)
 		}
 		c, err := secret(n.Content[0], s, kube)
