@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/x509"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -303,7 +304,7 @@ func (p *preflight) assumeOutside(source, role string) {
 		return
 	}
 	p.assumed[source+role] = true
-	p.out.Assumptions = append(p.out.Assumptions, fmt.Sprintf("no Envoy certdrift reads %s %s: its %s is taken to be %s as it is now, and the candidate once its files change (a control plane such as Envoy Gateway's is not an Envoy and has no admin; Envoy Gateway's reads its files on every handshake, test/scenarios/eg-ca-rotation)",
+	p.out.Assumptions = append(p.out.Assumptions, fmt.Sprintf("no Envoy certdrift reads %s %s: its %s is taken to be the one %s holds now, and the candidate once its files change (a control plane such as Envoy Gateway's is not an Envoy and has no admin; Envoy Gateway's reads its files on every handshake, test/scenarios/eg-ca-rotation)",
 		pick(role == "bundle", "verifies with the bundle of", "presents the leaf of"), source, pick(role == "bundle", "trust", "leaf"), source))
 }
 
@@ -337,7 +338,7 @@ func (p *preflight) verifiers(r config.Ref) []pfTrust {
 			out = append(out, pfTrust{who: ev.Config.Name, ev: ev, unknown: "its admin did not answer"})
 		case ev.Admin == nil && d != nil:
 			if ok, why := p.noAdminView(ev, d); ok && len(d.it.CA) > 0 {
-				out = append(out, pfTrust{who: ev.Config.Name, ev: ev, where: "assumed: the bundle of " + d.name() + " as it is now (no admin to read)", cas: d.it.CA})
+				out = append(out, pfTrust{who: ev.Config.Name, ev: ev, where: "assumed: the bundle " + d.name() + " holds now, no admin to read", cas: d.it.CA})
 			} else if !ok {
 				out = append(out, pfTrust{who: ev.Config.Name, ev: ev, unknown: why})
 			}
@@ -345,7 +346,7 @@ func (p *preflight) verifiers(r config.Ref) []pfTrust {
 	}
 	if len(out) == 0 && d != nil && len(d.it.CA) > 0 {
 		p.assumeOutside(d.name(), "bundle")
-		out = append(out, pfTrust{who: "the peer verifying with " + d.name() + " (not an Envoy certdrift reads)", where: "assumed: the bundle of " + d.name() + " as it is now", cas: d.it.CA})
+		out = append(out, pfTrust{who: "the peer verifying with " + d.name() + " (not an Envoy certdrift reads)", where: "assumed: the bundle " + d.name() + " holds now", cas: d.it.CA})
 	}
 	return out
 }
@@ -360,7 +361,7 @@ func (p *preflight) presenters(r config.Ref) []pfLeaf {
 		for _, l := range ls {
 			if fp := pki.Fingerprint(l.cert); !seen[fp] {
 				seen[fp] = true
-				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, view: l.view, cert: l.cert, inter: l.intermediates})
+				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, view: l.view + " now", cert: l.cert, inter: l.intermediates})
 			}
 		}
 		if len(ls) > 0 || !boundTo(ev, r.Source, r.Item) {
@@ -371,7 +372,7 @@ func (p *preflight) presenters(r config.Ref) []pfLeaf {
 			out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, unknown: "its admin did not answer"})
 		case ev.Admin == nil && d != nil && d.leaf != nil:
 			if ok, why := p.noAdminView(ev, d); ok {
-				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, view: "presents (assumed: the leaf of " + d.name() + " as it is now, no admin to read)", cert: d.leaf, inter: d.it.Chain[1:]})
+				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, view: "presents now (assumed: the leaf " + d.name() + " holds, no admin to read)", cert: d.leaf, inter: d.it.Chain[1:]})
 			} else {
 				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, unknown: why})
 			}
@@ -379,7 +380,7 @@ func (p *preflight) presenters(r config.Ref) []pfLeaf {
 	}
 	if len(out) == 0 && d != nil && d.leaf != nil {
 		p.assumeOutside(d.name(), "leaf")
-		out = append(out, pfLeaf{who: "the peer presenting " + d.name() + " (not an Envoy certdrift reads)", view: "presents (assumed: the leaf of " + d.name() + " as it is now)", cert: d.leaf, inter: d.it.Chain[1:]})
+		out = append(out, pfLeaf{who: "the peer presenting " + d.name() + " (not an Envoy certdrift reads)", view: "presents now (assumed: the leaf " + d.name() + " holds)", cert: d.leaf, inter: d.it.Chain[1:]})
 	}
 	return out
 }
@@ -458,7 +459,7 @@ func (p *preflight) pairings() {
 						p.unknownHandshake(h, l.unknown)
 						continue
 					}
-					h.PresenterLeaf = l.view + " now"
+					h.PresenterLeaf = l.view
 					p.judge(h, l.cert, l.inter, bc.c.Bundle)
 				}
 			}
@@ -539,7 +540,7 @@ func (p *preflight) reloads() {
 			for _, v := range p.verifiers(config.Ref{Source: c.c.Source, Item: c.c.Item}) {
 				if v.ev != nil {
 					mode, why := p.reloadMode(v.ev, c.d, v.secret, "", "", true)
-					if v.unknown != "" {
+					if v.unknown != "" && mode != ReloadRestart {
 						mode, why = ReloadUnknown, v.unknown
 					}
 					add(v.ev, c, "bundle", mode, why)
@@ -612,9 +613,45 @@ func (p *preflight) reloadMode(ev *EnvoyView, d *desiredCert, secret, file, stat
 		return ReloadUnknown, fmt.Sprintf("its admin does not show the secret %q it is bound through", secret)
 	}
 	if file != "" {
+		// A binding by mount names the file, not the secret: an SDS secret reading that file,
+		// watching its directory, or holding the desired leaf's names (an upstream context, which
+		// no listener ties to the mount) is what the Envoy loads it through.
+		if s, ok := sdsSecretFor(ev.Admin, file, d, trust); ok {
+			return p.reloadMode(ev, d, s, "", state, trust)
+		}
 		return ReloadRestart, fmt.Sprintf("a static TLS context reading %s: Envoy reads it once, at start", file)
 	}
 	return ReloadUnknown, "its admin does not say where it reads " + d.name() + " from"
+}
+
+// sdsSecretFor finds the SDS secret through which an Envoy loads file: the secret that names it,
+// else one watching its directory, else (a leaf) one holding a certificate with the desired
+// leaf's names.
+func sdsSecretFor(snap *envoystate.Snapshot, file string, d *desiredCert, trust bool) (string, bool) {
+	dir := filepath.Dir(filepath.Clean(file))
+	for _, rule := range []func(s envoystate.Secret) bool{
+		func(s envoystate.Secret) bool {
+			return filepath.Clean(pick(trust, s.CAFile, s.CertFile)) == filepath.Clean(file)
+		},
+		func(s envoystate.Secret) bool {
+			w := pick(trust, cmp.Or(s.CAWatchedDir, s.WatchedDir), s.WatchedDir)
+			return w != "" && filepath.Clean(w) == dir
+		},
+		func(s envoystate.Secret) bool {
+			return !trust && d.leaf != nil && len(s.Chain) > 0 && s.Chain[0] != nil &&
+				pki.SameNames(s.Chain[0].DNSNames, d.leaf.DNSNames) && pki.SameNames(uriStrings(s.Chain[0]), uriStrings(d.leaf))
+		},
+	} {
+		for _, s := range snap.Secrets {
+			if s.State == envoystate.SecretStatic || (trust && !s.HasValidation) || (!trust && !s.HasCertificate) {
+				continue
+			}
+			if rule(s) {
+				return s.Name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // steps prints the safe order: bundle [new, old] first, every verifier converged, then the leaf,

@@ -223,6 +223,9 @@ func TestPreflightReloadModes(t *testing.T) {
 		"StaticSecret": {pod("shop", "b", "Deployment/web", now, static, bind), ReloadRestart},
 		"SubPath":      {withRisk(pod("shop", "c", "Deployment/web", now, sds, bind), "shop/web"), ReloadRestart},
 		"NoHotReload":  {noHotReload(pod("shop", "d", "Deployment/web", now, sds, bind)), ReloadRestart},
+		"MountOnlySDS": {pod("shop", "f", "Deployment/web", now, sds, []config.Binding{{Source: "shop/web", File: "/certs/tls.crt"}}), ReloadSelf},
+		"MountOnlyStatic": {pod("shop", "g", "Deployment/web", now, &envoystate.Snapshot{AdminURL: "http://g:9901", Contexts: []envoystate.TLSContext{{Chain: []envoystate.CertDetail{detail("/certs/tls.crt", f.cur.Cert)}}}},
+			[]config.Binding{{Source: "shop/web", File: "/certs/tls.crt"}}), ReloadRestart},
 		"AlreadyStale": {pod("shop", "e", "Deployment/web", now, &envoystate.Snapshot{AdminURL: "http://e:9901", Secrets: []envoystate.Secret{{Name: "web", State: envoystate.SecretActive, HasCertificate: true, WatchedDir: "/certs", Chain: f.old.Chain()}}}, bind), ReloadRestart},
 	}
 	for name, tc := range cases {

@@ -275,6 +275,20 @@ func TestEGPreflight(t *testing.T) {
 	}) {
 		t.Errorf("preflight reloads %+v: want the rate limit named as needing a restart", r.Reloads)
 	}
+	// The same run as people read it (docs/preflight.md, README).
+	if res, err := cdbin.Run(ctx, certdriftBinary(t), []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()},
+		"preflight", "--kubeconfig", tb.KubeconfigPath, "--namespace", ns, "--config", cfg, "--secret", noBundlePath); err != nil || res.Code != 1 || strings.Contains(res.Stdout, "PRIVATE KEY") {
+		t.Errorf("preflight table: exit %d, err %v", res.Code, err)
+	} else {
+		t.Logf("OBSERVED table (exit %d):\n%s", res.Code, res.Stdout)
+	}
+	for _, what := range []string{"leaf", "bundle"} {
+		if !slices.ContainsFunc(r.Reloads, func(x audit.PreflightReload) bool {
+			return x.Envoy == proxyName && x.Source == egNS+"/envoy" && x.What == what && x.Mode == audit.ReloadSelf
+		}) {
+			t.Errorf("preflight reloads %+v: want the proxy to load the new %s of envoy by itself (file-based SDS)", r.Reloads, what)
+		}
+	}
 	code, r = runPreflight(t, ns, "--config", cfg, "--secret", withBundlePath)
 	wantSafe := []string{
 		"accepts current_leaf_new_bundle control-plane <- proxy",
@@ -290,6 +304,15 @@ func TestEGPreflight(t *testing.T) {
 	if out, err := tb.Kubectl(ctx, "apply", "-f", noBundlePath); err != nil {
 		t.Fatalf("kubectl apply the rotation: %v\n%s", err, out)
 	}
+	// Predicted: the proxy loads the new leaf and bundle by itself.
+	loadedAt := time.Now()
+	poll(ctx, t, "the proxy loading the new envoy leaf by itself", func() error {
+		if !slices.Contains(adminSerials(ctx, t, p, 19000), firstCert(t, "new envoy", newPair["envoy"][0]).SerialNumber.String()) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	t.Logf("OBSERVED confirmed: proxy %s loaded the new envoy leaf by itself %s after the apply", p.Name, time.Since(loadedAt).Round(10*time.Millisecond))
 	newEnvoy := keyPair(t, newPair["envoy"][0], newPair["envoy"][1])
 	oldEnvoy := keyPair(t, ca1["envoy"].certPEM, ca1["envoy"].keyPEM)
 	// rejects new_leaf_current_trust control-plane <- proxy: the held control plane refuses the
@@ -342,8 +365,10 @@ func TestEGPreflight(t *testing.T) {
 		t.Errorf("the released control plane serves %s, want the new envoy-gateway leaf", serial(cpLeaf))
 	} else if err := verify(cpLeaf, ca1["envoy"].cas...); err == nil {
 		t.Errorf("the proxy's old trust accepts the control plane's new leaf; preflight predicted a rejection")
-	} else if err := verify(cpLeaf, ca2.cert); err != nil {
-		t.Errorf("control: [CA2] refuses the control plane's new leaf: %v", err)
+	} else if err2 := verify(cpLeaf, ca2.cert); err2 != nil {
+		t.Errorf("control: [CA2] refuses the control plane's new leaf: %v", err2)
+	} else {
+		t.Logf("OBSERVED confirmed: the control plane now serves the new envoy-gateway leaf, which the proxy's old trust [CA1] refuses (%v) and [CA2] accepts", err)
 	}
 	// accepts new_leaf_new_bundle every-verifier <- control-plane: the replacement proxy connects.
 	w.connected(ctx, t, p, "the replacement proxy connected once the control plane has the new Secret")
@@ -382,6 +407,8 @@ func TestEGPreflight(t *testing.T) {
 	cur := keyPair(t, ca2now["envoy"].certPEM, ca2now["envoy"].keyPEM) // Release projected the Secret at once
 	if _, err := xdsHandshake(ctx, eg, cur); err != nil {
 		t.Errorf("the control plane on [CA3, CA2] refused the proxy's CA2 leaf: %v; preflight predicted it accepts", err)
+	} else {
+		t.Logf("OBSERVED confirmed: the control plane on [CA3, CA2] accepts the proxy's CA2 leaf")
 	}
 	w.connected(ctx, t, p, "the proxy still connected after the control plane's sync")
 }
