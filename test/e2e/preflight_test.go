@@ -13,6 +13,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/envoytest"
 )
 
 // preflightJSON runs `certdrift preflight -o json` and decodes the report.
@@ -104,6 +105,27 @@ policy:
 	slices.Sort(rejected)
 	if code != 1 || r.Verdict != audit.PreflightBreaks || !slices.Equal(rejected, []string{"sds", "static"}) {
 		t.Errorf("control, a leaf that does not cover %s: exit %d, verdict %s, rejected at %v; want 1, breaks, [sds static]", host, code, r.Verdict, rejected)
+	}
+
+	// Cannot tell: a third Envoy whose admin does not answer might load web too (its bindings come
+	// from that admin): exit 3, naming it.
+	port, err := envoytest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deaf := writeConfig(t, fmt.Sprintf(`desired:
+  - name: web
+    dir: %s
+envoys:%s%s
+  - name: deaf
+    admin: http://127.0.0.1:%d
+policy:
+  grace: 1s
+  timeout: 2s
+`, w.secretDir, envoyEntry(t, "sds", sds), envoyEntry(t, "static", static), port))
+	code, r, _ = preflightJSON(t, "--config", deaf, "--leaf", "web="+cand)
+	if code != 3 || r.Verdict != audit.PreflightUnknown || len(r.Unknowns) != 1 || !strings.Contains(r.Unknowns[0], "deaf") {
+		t.Errorf("an Envoy whose admin does not answer: exit %d, verdict %s, unknowns %q; want 3, unknown, one naming deaf", code, r.Verdict, r.Unknowns)
 	}
 
 	// Bad input: exit 2 and a message naming what is wrong.
