@@ -3,6 +3,10 @@ package audit
 import (
 	"crypto/x509"
 	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -263,5 +267,50 @@ func TestPreflightBadInput(t *testing.T) {
 	// Control: a known source is accepted.
 	if _, err := Preflight(in, []desired.Candidate{{Source: "shop/web", From: "a.pem", Chain: f.other.Chain()}}, config.DefaultPolicy, now, PreflightOptions{}); err != nil {
 		t.Errorf("a candidate for a known source: %v", err)
+	}
+}
+
+// TestPreflightJSONDocumented keeps docs/preflight.md's JSON section and the report's json tags
+// the same set: a field added, renamed or dropped fails until the page says so.
+func TestPreflightJSONDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "preflight.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	i := strings.Index(page, "## JSON")
+	j := strings.Index(page[i:], "\n## ")
+	if i < 0 || j < 0 {
+		t.Fatal("docs/preflight.md has no ## JSON section")
+	}
+	section := page[i : i+j]
+	documented := map[string]bool{}
+	for _, w := range regexp.MustCompile(`[a-z][a-z0-9_]*`).FindAllString(section, -1) {
+		documented[w] = true
+	}
+	var tags []string
+	for _, v := range []any{PreflightReport{}, PreflightCandidate{}, CertSummary{}, PreflightHandshake{}, PreflightReload{}} {
+		rt := reflect.TypeOf(v)
+		for k := 0; k < rt.NumField(); k++ {
+			tag, _, _ := strings.Cut(rt.Field(k).Tag.Get("json"), ",")
+			if tag != "" && tag != "-" {
+				tags = append(tags, tag)
+			}
+		}
+	}
+	for _, tag := range tags {
+		if !documented[tag] {
+			t.Errorf("PreflightReport field %q is not in docs/preflight.md's JSON section", tag)
+		}
+	}
+	// Control: the check sees a name that is not there.
+	if documented["no_such_field"] {
+		t.Error("the documented set holds everything: the check would pass anything")
+	}
+	for _, v := range []string{PreflightSafe, PreflightBreaks, PreflightUnknown, HandshakeAccepts, HandshakeRejects, HandshakeUnknown,
+		PhaseNewLeafCurrentTrust, PhaseCurrentLeafNewBundle, PhaseNewLeafNewBundle, PhaseNewLeafSNI, ReloadSelf, ReloadRestart, ReloadUnknown} {
+		if !strings.Contains(page, `"`+v+`"`) && !strings.Contains(page, "`"+v+"`") {
+			t.Errorf("value %q is not documented in docs/preflight.md", v)
+		}
 	}
 }

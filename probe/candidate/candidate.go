@@ -96,6 +96,11 @@ func Secrets(s Spec, kube bool) ([]desired.Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
+	return secretsFrom(data, s, kube)
+}
+
+// secretsFrom is Secrets on the bytes of the manifest.
+func secretsFrom(data []byte, s Spec, kube bool) ([]desired.Candidate, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var out []desired.Candidate
 	for doc := 1; ; doc++ {

@@ -98,15 +98,11 @@ func TestMergeAndSpecs(t *testing.T) {
 
 // FuzzSecrets: any manifest is read or refused, never a panic.
 func FuzzSecrets(f *testing.F) {
-	f.Add("apiVersion: v1\nkind: Secret\nmetadata: {name: x, namespace: y}\ndata: {tls.crt: aGVsbG8=}\n")
-	f.Add("---\n---\n")
-	f.Add("kind: [")
-	dir := f.TempDir()
-	f.Fuzz(func(t *testing.T, body string) {
-		p := filepath.Join(dir, "f.yaml")
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		_, _ = Secrets(Spec{Path: p}, true)
+	f.Add([]byte("apiVersion: v1\nkind: Secret\nmetadata: {name: x, namespace: y}\ndata: {tls.crt: aGVsbG8=}\n"))
+	f.Add([]byte("---\n---\n"))
+	f.Add([]byte("kind: ["))
+	f.Add([]byte("apiVersion: v1\nkind: Secret\nmetadata: {name: x}\nstringData: {ca.crt: \"-----BEGIN CERTIFICATE-----\\nAA==\\n-----END CERTIFICATE-----\"}\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_, _ = secretsFrom(body, Spec{Path: "fuzz.yaml"}, true)
 	})
 }
