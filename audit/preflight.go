@@ -336,6 +336,10 @@ func (p *preflight) verifiers(r config.Ref) []pfTrust {
 		switch {
 		case adminDown(ev):
 			out = append(out, pfTrust{who: ev.Config.Name, ev: ev, unknown: "its admin did not answer"})
+		case ev.Admin != nil && ev.Admin.ConfigErr != nil:
+			// Trust bundles are read from config_dump: without it, whether this Envoy verifies
+			// with the source cannot be told.
+			out = append(out, pfTrust{who: ev.Config.Name, ev: ev, unknown: "its admin's /config_dump could not be read"})
 		case ev.Admin == nil && d != nil:
 			if ok, why := p.noAdminView(ev, d); ok && len(d.it.CA) > 0 {
 				out = append(out, pfTrust{who: ev.Config.Name, ev: ev, where: "assumed: the bundle " + d.name() + " holds now, no admin to read", cas: d.it.CA})
@@ -370,6 +374,8 @@ func (p *preflight) presenters(r config.Ref) []pfLeaf {
 		switch {
 		case adminDown(ev):
 			out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, unknown: "its admin did not answer"})
+		case ev.Admin != nil && ev.Admin.ConfigErr != nil:
+			out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, unknown: "its admin's /config_dump could not be read"})
 		case ev.Admin == nil && d != nil && d.leaf != nil:
 			if ok, why := p.noAdminView(ev, d); ok {
 				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, view: "presents now (assumed: the leaf " + d.name() + " holds, no admin to read)", cert: d.leaf, inter: d.it.Chain[1:]})

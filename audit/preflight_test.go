@@ -93,6 +93,11 @@ func verdictLines(r PreflightReport) []string {
 	return out
 }
 
+func configDumpUnread(ev EnvoyView) EnvoyView {
+	ev.Admin = &envoystate.Snapshot{AdminURL: ev.Admin.AdminURL, ConfigErr: errors.New("GET /config_dump: HTTP 503")}
+	return ev
+}
+
 func TestPreflight(t *testing.T) {
 	w := newPFWorld(t)
 	old, nw := w.caOld.Cert, w.caNew.Cert
@@ -148,6 +153,15 @@ func TestPreflight(t *testing.T) {
 			want: []string{
 				"accepts new_leaf_current_trust xds (reverse) outside <- eg/envoy-1",
 				"rejects new_leaf_current_trust xds eg/envoy-1 <- outside",
+			},
+		},
+		"ConfigDumpUnread": {
+			reason:  "the proxy answered /certs but not /config_dump, where trust bundles are read: cannot tell",
+			desired: w.desired(old), envoys: []EnvoyView{configDumpUnread(w.proxy(w.proxyOld, old))}, cands: bundleFirst,
+			wantVerdict: PreflightUnknown,
+			want: []string{
+				"accepts current_leaf_new_bundle xds eg/envoy-1 <- outside",
+				"unknown current_leaf_new_bundle xds (reverse) outside <- eg/envoy-1",
 			},
 		},
 		"AdminDown": {
@@ -312,5 +326,39 @@ func TestPreflightJSONDocumented(t *testing.T) {
 		if !strings.Contains(page, `"`+v+`"`) && !strings.Contains(page, "`"+v+"`") {
 			t.Errorf("value %q is not documented in docs/preflight.md", v)
 		}
+	}
+}
+
+// TestPreflightSNI: a new leaf is judged against the SNIs its source is served under now.
+func TestPreflightSNI(t *testing.T) {
+	f := newFixture(t)
+	snap := loadedFile(certPath, f.cur.Cert)
+	in := Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, now.Add(-time.Hour))},
+		Envoys: []EnvoyView{envoy("edge", snap, ep, served(ep[0].Address, "www.example.com", f.cur.Cert))}}
+	for name, tc := range map[string]struct {
+		leaf        *certs.Leaf
+		wantResult  string
+		wantVerdict string
+	}{
+		"Covers":       {f.old, HandshakeAccepts, PreflightSafe},
+		"DoesNotCover": {f.other, HandshakeRejects, PreflightBreaks},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := Preflight(in, []desired.Candidate{{Source: "web", From: "new.pem", Chain: tc.leaf.Chain()}}, config.DefaultPolicy, now, PreflightOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Handshakes) != 1 || r.Handshakes[0].Phase != PhaseNewLeafSNI || r.Handshakes[0].Result != tc.wantResult || r.Verdict != tc.wantVerdict {
+				t.Errorf("handshakes %+v, verdict %s; want one %s %s, %s", r.Handshakes, r.Verdict, PhaseNewLeafSNI, tc.wantResult, tc.wantVerdict)
+			}
+			var b strings.Builder
+			if err := RenderPreflightTable(&b, r); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.String(); !strings.Contains(got, strings.ToUpper(tc.wantVerdict)) || !strings.Contains(got, "SAFE ORDER") ||
+				(tc.wantResult == HandshakeRejects) != strings.Contains(got, "WOULD FAIL") {
+				t.Errorf("table does not show the verdict, the steps and (only when rejected) WOULD FAIL:\n%s", got)
+			}
+		})
 	}
 }
