@@ -717,7 +717,7 @@ func (p *preflight) steps() {
 		for _, b := range sortedKeys(bundles) {
 			c := p.byRef[refKey(b)]
 			switch {
-			case c != nil && c.bundleChng && !rejectedOld[b] && !newLeafRejectedFor(p.out.Handshakes, b):
+			case c != nil && c.bundleChng && !rejectedOld[b] && !newLeafRejectedFor(p.out.Handshakes, b) && keepsCAs(c.c.Bundle, c.d.it.CA):
 				add(fmt.Sprintf("Write the candidate CA bundle of %s (%s); leave its leaf as it is.", b, c.c.From))
 				keptOld = keptOld || len(c.c.Bundle) > 1
 			default:
@@ -750,6 +750,18 @@ func (p *preflight) steps() {
 		st[i] = fmt.Sprintf("%d. %s", i+1, st[i])
 	}
 	p.out.Steps = st
+}
+
+// keepsCAs reports whether a candidate bundle still holds every CA of the bundle in use: one that
+// drops a CA can reject a peer no pairing names, so the safe order keeps it until the leaves moved.
+func keepsCAs(candidate, current []*x509.Certificate) bool {
+	have := fingerprints(candidate)
+	for _, fp := range fingerprints(current) {
+		if !slices.Contains(have, fp) {
+			return false
+		}
+	}
+	return true
 }
 
 func newLeafRejectedFor(hs []PreflightHandshake, bundle string) bool {

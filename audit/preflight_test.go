@@ -205,6 +205,11 @@ func TestPreflightSteps(t *testing.T) {
 	if bundle < 0 || restartRL < 0 || wait < 0 || leaf < 0 || drop < 0 || !(bundle < restartRL && restartRL < wait && wait < leaf && leaf < drop) {
 		t.Errorf("steps out of the safe order (bundle %d, restart %d, wait %d, leaf %d, drop %d):\n%s", bundle, restartRL, wait, leaf, drop, strings.Join(r.Steps, "\n"))
 	}
+	// The rate limit's bundle is named by no pairing, but its candidate drops the CA in use: it
+	// gets [new, old] too.
+	if find("Write the CA bundle of eg/envoy-rate-limit as [new, old]") < 0 {
+		t.Errorf("steps do not keep the old CA in a candidate bundle no pairing judges:\n%s", strings.Join(r.Steps, "\n"))
+	}
 	modes := map[string]string{}
 	for _, x := range r.Reloads {
 		modes[x.Envoy+" "+x.Source+" "+x.What] = x.Mode
