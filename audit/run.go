@@ -27,11 +27,21 @@ type auditor struct {
 	served []servedRecord
 	// memo is this Run's use of Inputs.Memo (nil without one).
 	memo *memoRun
+	// envoys are the Envoys judged, in canonical order (served records point into it).
+	envoys []EnvoyView
 }
 
 // Run judges in against policy at time now. It is a pure function: the same inputs give the same
 // report.
 func Run(in Inputs, policy config.Policy, now time.Time) Report {
+	_, r := run(in, policy, now)
+	return r
+}
+
+// run is Run, also returning the auditor with what it learnt on the way (the desired index, every
+// handshake with its binding, the canonical Envoys the handshakes point into), which preflight
+// reads to judge a rotation against the same bindings.
+func run(in Inputs, policy config.Policy, now time.Time) (*auditor, Report) {
 	cfg := in.Config
 	if cfg == nil {
 		cfg = &config.Config{}
@@ -95,7 +105,8 @@ func Run(in Inputs, policy config.Policy, now time.Time) Report {
 	if r.Findings == nil {
 		r.Findings = []Finding{}
 	}
-	return r
+	a.envoys = in.Envoys
+	return a, r
 }
 
 func (a *auditor) add(f Finding) { a.findings = append(a.findings, f) }

@@ -56,6 +56,25 @@ Examples:
     certdrift audit --kubeconfig ~/.kube/config --namespace web --reload`
 }
 
+// Examples shown by `certdrift preflight --help`.
+func (preflightCmd) Help() string {
+	return `Exit codes: 0 the rotation is safe as planned, 1 a handshake would fail (each named: who
+verifies, with which trust, which leaf from whom), 2 bad input or could not run, 3 cannot tell
+(an Envoy's admin did not answer, a component's trust could not be read). docs/preflight.md
+describes the checks and the JSON.
+
+Examples:
+
+    # A new leaf for the config's source "web": who reloads it, who needs a restart
+    certdrift preflight --config certdrift.yaml --leaf web=new/tls.crt
+
+    # Envoy Gateway's three Secrets as certgen would rewrite them (one YAML document each)
+    certdrift preflight --kubeconfig ~/.kube/config --config pairings.yaml --secret rotated.yaml
+
+    # Step 1 of a CA rotation: only the bundle [new, old] of one Secret; JSON for scripts
+    certdrift preflight --kubeconfig ~/.kube/config --bundle envoy-gateway-system/envoy=bundle.pem -o json`
+}
+
 // Examples shown by `certdrift serve --help`.
 func (serveCmd) Help() string {
 	return `Examples:

@@ -29,10 +29,11 @@ type cli struct {
 	Log         logFlags         `embed:"" prefix:"log."`
 	VersionFlag kong.VersionFlag `name:"version" help:"Print the version, commit and Go version, and exit."`
 
-	Audit   auditCmd   `cmd:"" help:"Compare desired, loaded and served certificates once and report the findings."`
-	Serve   serveCmd   `cmd:"" help:"Keep comparing and expose views, findings, drift age and rotation convergence as Prometheus metrics."`
-	Version versionCmd `cmd:"" help:"Print the version, commit and Go version."`
-	Help    helpCmd    `cmd:"" help:"Show help for a command: certdrift help audit."`
+	Audit     auditCmd     `cmd:"" help:"Compare desired, loaded and served certificates once and report the findings."`
+	Preflight preflightCmd `cmd:"" help:"Before a rotation: which peers would reject the candidate leaf or CA bundle, which Envoys reload it by themselves and which need a restart, and the safe order."`
+	Serve     serveCmd     `cmd:"" help:"Keep comparing and expose views, findings, drift age and rotation convergence as Prometheus metrics."`
+	Version   versionCmd   `cmd:"" help:"Print the version, commit and Go version."`
+	Help      helpCmd      `cmd:"" help:"Show help for a command: certdrift help audit."`
 
 	Healthcheck healthcheckCmd `cmd:"" help:"GET /-/ready and /metrics of a running certdrift serve over plain HTTP; exit 0 when both answer 200 with certdrift's exposition (the Helm chart's helm test pod)."`
 }

@@ -113,7 +113,7 @@ func TestHelp(t *testing.T) {
 		"Root": {
 			reason: "the root help lists the commands",
 			args:   []string{"--help"},
-			want:   []string{"audit", "version", "--log.level"},
+			want:   []string{"audit", "preflight", "version", "--log.level"},
 		},
 		"Audit": {
 			reason: "audit help lists its flags and their environment variables",
@@ -129,6 +129,11 @@ func TestHelp(t *testing.T) {
 			reason: "certdrift help audit is audit --help: examples, then the flags in groups",
 			args:   []string{"help", "audit"},
 			want:   []string{"Usage: certdrift audit", "Examples:", "certdrift audit --config certdrift.yaml", "Kubernetes mode (with --kubeconfig or --in-cluster):", "Repair (docs/repair.md):", "--reload"},
+		},
+		"Preflight": {
+			reason: "preflight --help documents its exit codes, inputs and examples",
+			args:   []string{"preflight", "--help"},
+			want:   []string{"Exit codes: 0 the rotation is safe", "3 cannot tell", "--leaf=SOURCE=FILE", "--bundle=SOURCE=FILE", "--secret=[SOURCE=]FILE", "Examples:", "Kubernetes mode (with --kubeconfig or --in-cluster):"},
 		},
 		"ServeGroups": {
 			reason: "serve --help groups the web flags apart from the Kubernetes and repair ones",

@@ -159,14 +159,21 @@ func egcaPairings(t *testing.T) string {
 `)
 }
 
-// TestEGCARotation: `envoy-gateway certgen --overwrite`, the real one, replaces the CA and every
-// leaf of the real control plane's Secrets. Phase by phase, the test records what happens between
-// the real control plane, the real proxy and the real rate limit service, confirms it on the
-// real connections (the proxy's xDS cluster stats, the rate limit's xDS client log, handshakes),
-// and checks what certdrift reports against it. README.md has what was observed.
-func TestEGCARotation(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+// egcaWorld is the eg-ca-rotation testbed: the real control plane with rate limiting on (Redis),
+// the Gateway's proxy connected to it, and the rate limit pod.
+type egcaWorld struct {
+	eg               *testbed.EnvoyGateway
+	egOpts           testbed.EnvoyGatewayOptions
+	proxy, rateLimit corev1.Pod
+	selector         string
+}
+
+const rlSelector = "app.kubernetes.io/name=envoy-ratelimit"
+
+// startEGCA starts the eg-ca-rotation scenario (README.md) and waits until the proxy is connected
+// to the control plane over xDS; everything it started is removed when the test ends.
+func startEGCA(ctx context.Context, t *testing.T) *egcaWorld {
+	t.Helper()
 	egNS := testbed.EnvoyGatewayNamespace
 	redis, err := tb.StartRedis(ctx, egNS, "redis")
 	if err != nil {
@@ -182,7 +189,6 @@ func TestEGCARotation(t *testing.T) {
 		}
 	}
 	selector := "gateway.envoyproxy.io/owning-gateway-namespace=" + egcaNS + ",gateway.envoyproxy.io/owning-gateway-name=web"
-	const rlSelector = "app.kubernetes.io/name=envoy-ratelimit"
 	// The package's scenarios share one cluster and its envoy-gateway-system namespace: leave no
 	// proxy or rate limit behind for the next one to audit. The control plane may already be
 	// stopped when this runs (cleanups run last first), so the proxy's and the rate limit's
@@ -209,18 +215,36 @@ func TestEGCARotation(t *testing.T) {
 			})
 		}
 	})
-	p := waitReady(ctx, t, egNS, selector, 1)[0]
-	rl := waitReady(ctx, t, egNS, rlSelector, 1)[0]
-	connected := func(what string) {
-		t.Helper()
-		poll(ctx, t, what, func() error {
-			if s := adminStats(ctx, t, p, 19000); s["control_plane.connected_state"] != 1 {
-				return fmt.Errorf("%s", xdsStats(s))
-			}
-			return nil
-		})
-	}
-	connected("proxy connected to the control plane")
+	w := &egcaWorld{eg: eg, egOpts: egOpts, selector: selector}
+	w.proxy = waitReady(ctx, t, egNS, selector, 1)[0]
+	w.rateLimit = waitReady(ctx, t, egNS, rlSelector, 1)[0]
+	w.connected(ctx, t, w.proxy, "proxy connected to the control plane")
+	return w
+}
+
+// connected waits until proxy p's ADS stream is up (control_plane.connected_state 1).
+func (w *egcaWorld) connected(ctx context.Context, t *testing.T, p corev1.Pod, what string) {
+	t.Helper()
+	poll(ctx, t, what, func() error {
+		if s := adminStats(ctx, t, p, 19000); s["control_plane.connected_state"] != 1 {
+			return fmt.Errorf("%s", xdsStats(s))
+		}
+		return nil
+	})
+}
+
+// TestEGCARotation: `envoy-gateway certgen --overwrite`, the real one, replaces the CA and every
+// leaf of the real control plane's Secrets. Phase by phase, the test records what happens between
+// the real control plane, the real proxy and the real rate limit service, confirms it on the
+// real connections (the proxy's xDS cluster stats, the rate limit's xDS client log, handshakes),
+// and checks what certdrift reports against it. README.md has what was observed.
+func TestEGCARotation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	egNS := testbed.EnvoyGatewayNamespace
+	w := startEGCA(ctx, t)
+	eg, egOpts, p, rl, selector := w.eg, w.egOpts, w.proxy, w.rateLimit, w.selector
+	connected := func(what string) { t.Helper(); w.connected(ctx, t, p, what) }
 	rlLog := func() string {
 		t.Helper()
 		s, err := tb.PodLog(egNS, rl.Name, "envoy-ratelimit")
