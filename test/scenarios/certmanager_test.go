@@ -353,6 +353,51 @@ func TestCertManager(t *testing.T) {
 			t.Errorf("cert_manager = %+v, want the Certificate at revision 2 and the Secret at none (0)", r.CertManager)
 		}
 	})
+	t.Run("ClusterIssuer", func(t *testing.T) {
+		// A ClusterIssuer signs with a CA whose Secret lives in cert-manager's own namespace
+		// (--cluster-resource-namespace), which a namespace-scoped certdrift never reads: the
+		// Certificate, its requests and its Secret are all it needs, as for an Issuer.
+		clusterCA := certs.NewCA(t, certs.WithCommonName("cluster-ca"))
+		applyObjects(ctx, t, caSecret(testbed.CertManagerNamespace, "cluster-ca-key-pair", clusterCA))
+		issuer := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer",
+			"metadata": map[string]any{"name": "cluster-ca"},
+			"spec":     map[string]any{"ca": map[string]any{"secretName": "cluster-ca-key-pair"}},
+		}}
+		cert := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+			"metadata": map[string]any{"name": "cluster", "namespace": ns},
+			"spec": map[string]any{"secretName": "cluster-tls", "dnsNames": []any{"cluster.example.com"},
+				"issuerRef": map[string]any{"name": "cluster-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}},
+		}}
+		for _, o := range []*unstructured.Unstructured{issuer, cert} {
+			if err := createCustom(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leaf := waitIssued(ctx, t, dc, ns, "cluster", "cluster-tls", 1)
+		if err := leaf.CheckSignatureFrom(clusterCA.Cert); err != nil {
+			t.Fatalf("cluster-tls is not signed by the ClusterIssuer's CA: %v", err)
+		}
+		_, r := runAudit(t, ns, "--grace", "1s")
+		found := false
+		for _, c := range r.CertManager {
+			if c.Name == "cluster" {
+				found = true
+				if c.Revision != 1 || c.SecretRevision != 1 || c.Ready != "True" {
+					t.Errorf("cert_manager entry %+v, want revision 1, Secret at revision 1, Ready True", c)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("cert_manager = %+v: no Certificate cluster", r.CertManager)
+		}
+		for _, f := range r.Findings {
+			if f.Subject.Source == ns+"/cluster-tls" {
+				t.Errorf("%s %s about %s/cluster-tls, issued and unused: %s", f.Code, f.Severity, ns, f.Message)
+			}
+		}
+	})
 	t.Run("RenewalOverdueControllerDown", func(t *testing.T) {
 		// A Certificate due for renewal 5 s after issuance (no webhook validates the odd
 		// renewBefore), then cert-manager stops: the renewal time passes, the Secret stays.
