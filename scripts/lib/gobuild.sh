@@ -163,23 +163,23 @@ gb_result() {
 # several packages, one `go build` links them all, and each BIN's base name must be its package's
 # last path element, the name `go build -o DIR/` gives it.
 gb_build() {
-	local dir=$1 ldflags=$2 check=$3 tmp out arg name
+	local dir=$1 ldflags=$2 check=$3 tmp out arg name i
 	shift 3
-	local bins=() pkgs=()
+	local bins=() names=() pkgs=()
 	for arg in "$@"; do
 		bins+=("${arg%%=*}")
+		names+=("$(basename "${arg%%=*}")")
 		pkgs+=("${arg#*=}")
 	done
 	tmp=$(mktemp -d "$(dirname "${bins[0]}")/.build.XXXXXX")
-	out=$tmp/$(basename "${bins[0]}")
+	out=$tmp/${names[0]}
 	((${#pkgs[@]} == 1)) || out=$tmp/
 	(cd "$dir" && "${NICE[@]}" go build -trimpath -ldflags "$ldflags" -o "$out" "${pkgs[@]}") ||
 		{
 			rm -rf "$tmp"
-			die "go build of ${pkgs[*]} failed"
+			die "go build of ${names[*]} (${pkgs[*]}) failed"
 		}
-	for arg in "${bins[@]}"; do
-		name=$(basename "$arg")
+	for name in "${names[@]}"; do
 		GB_WHY="is rejected by $check"
 		if [[ ! -x $tmp/$name ]]; then
 			GB_WHY="is missing: go build wrote no $tmp/$name"
@@ -189,8 +189,8 @@ gb_build() {
 		rm -rf "$tmp"
 		die "$name built but $GB_WHY"
 	done
-	for arg in "${bins[@]}"; do
-		mv -f "$tmp/$(basename "$arg")" "$arg"
+	for i in "${!bins[@]}"; do
+		mv -f "$tmp/${names[i]}" "${bins[i]}"
 	done
 	rm -rf "$tmp"
 }
