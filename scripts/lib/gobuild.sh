@@ -182,10 +182,10 @@ gb_build() {
 	for name in "${names[@]}"; do
 		GB_WHY="is rejected by $check"
 		if [[ ! -x $tmp/$name ]]; then
-			GB_WHY="is missing: go build wrote no $tmp/$name"
-		elif "$check" "$tmp/$name"; then
-			continue
+			rm -rf "$tmp"
+			die "go build wrote no $name (with several packages, it names each binary after its package's last path element)"
 		fi
+		"$check" "$tmp/$name" && continue
 		rm -rf "$tmp"
 		die "$name built but $GB_WHY"
 	done
