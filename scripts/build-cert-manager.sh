@@ -37,7 +37,7 @@ set -euo pipefail
 
 CM_VERSION=${CM_VERSION:-v1.21.2}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=scripts/lib/gobuild.sh
+# shellcheck source-path=SCRIPTDIR source=lib/gobuild.sh
 source "$ROOT/scripts/lib/gobuild.sh"
 CACHE=${CM_CACHE_DIR:-$ROOT/.cache/cert-manager}
 OUT=$CACHE/$CM_VERSION
@@ -49,11 +49,8 @@ MODULE=github.com/cert-manager/cert-manager
 # shellcheck disable=SC2317 # called through gb_binary_ok and gb_build
 reports_version() { gb_reports "$1" "cert-manager-controller $CM_VERSION" --version; }
 
-crds_ok() {
-	[[ -s $1 ]] &&
-		grep -q '^  name: certificates.cert-manager.io$' "$1" &&
-		grep -q '^  name: certificaterequests.cert-manager.io$' "$1"
-}
+# crds_ok succeeds when file $1 defines the CRDs the issuing loops work on.
+crds_ok() { gb_crds_ok "$1" certificates.cert-manager.io certificaterequests.cert-manager.io; }
 
 # shellcheck disable=SC2317 # called through gb_need and gb_reuse
 binary_ok() { gb_binary_ok "$OUT/cert-manager-controller" reports_version; }

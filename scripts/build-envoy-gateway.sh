@@ -32,7 +32,7 @@ set -euo pipefail
 
 EG_VERSION=${EG_VERSION:-v1.9.1}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=scripts/lib/gobuild.sh
+# shellcheck source-path=SCRIPTDIR source=lib/gobuild.sh
 source "$ROOT/scripts/lib/gobuild.sh"
 CACHE=${EG_CACHE_DIR:-$ROOT/.cache/envoy-gateway}
 OUT=$CACHE/$EG_VERSION
@@ -45,11 +45,7 @@ MODULE=github.com/envoyproxy/gateway
 reports_version() { gb_reports "$1" "ENVOY_GATEWAY_VERSION: $EG_VERSION" version; }
 
 # crds_ok succeeds when file $1 defines the CRDs the control plane cannot start without.
-crds_ok() {
-	[[ -s $1 ]] &&
-		grep -q '^  name: gatewayclasses.gateway.networking.k8s.io$' "$1" &&
-		grep -q '^  name: envoyproxies.gateway.envoyproxy.io$' "$1"
-}
+crds_ok() { gb_crds_ok "$1" gatewayclasses.gateway.networking.k8s.io envoyproxies.gateway.envoyproxy.io; }
 
 binary_ok() { gb_binary_ok "$OUT/envoy-gateway" reports_version; }
 

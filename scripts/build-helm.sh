@@ -23,7 +23,7 @@ set -euo pipefail
 
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=scripts/lib/gobuild.sh
+# shellcheck source-path=SCRIPTDIR source=lib/gobuild.sh
 source "$ROOT/scripts/lib/gobuild.sh"
 CACHE=${HELM_CACHE_DIR:-$ROOT/.cache/helm}
 OUT=$CACHE/$HELM_VERSION

@@ -28,7 +28,7 @@ set -euo pipefail
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=scripts/lib/gobuild.sh
+# shellcheck source-path=SCRIPTDIR source=lib/gobuild.sh
 source "$ROOT/scripts/lib/gobuild.sh"
 CACHE=${KUBE_CACHE_DIR:-$ROOT/.cache/kube}
 OUT=$CACHE/$KUBE_VERSION

@@ -27,7 +27,7 @@ set -euo pipefail
 
 RATELIMIT_VERSION=${RATELIMIT_VERSION:-v1.4.1-0.20260122083618-3fb702589d36}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source=scripts/lib/gobuild.sh
+# shellcheck source-path=SCRIPTDIR source=lib/gobuild.sh
 source "$ROOT/scripts/lib/gobuild.sh"
 CACHE=${RATELIMIT_CACHE_DIR:-$ROOT/.cache/ratelimit}
 MODULE=github.com/envoyproxy/ratelimit

@@ -123,6 +123,17 @@ gb_binary_ok() {
 	[[ -x $1 ]] && "$2" "$1"
 }
 
+# gb_crds_ok FILE NAME... succeeds when FILE is not empty and defines a CustomResourceDefinition
+# named each NAME (its metadata line `  name: NAME`).
+gb_crds_ok() {
+	local file=$1 name
+	shift
+	[[ -s $file ]] || return 1
+	for name in "$@"; do
+		grep -qxF "  name: $name" "$file" || return 1
+	done
+}
+
 # gb_reports BIN WANT [ARG...] is a check for tools that tell their version: it succeeds when one
 # line of what `BIN ARG...` prints is exactly WANT, and otherwise sets GB_WHY to what it printed.
 gb_reports() {
