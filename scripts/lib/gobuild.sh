@@ -35,7 +35,9 @@ die() {
 # Hash is the commit in the proxy's origin data, which only some modules have.
 gb_mod_field() {
 	local json
-	json=$(go mod download -json "$1") || die "go mod download $1 failed (is the Go module proxy reachable?): $(sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")"
+	# On failure go prints the reason as the JSON's Error field (escaped newlines and tabs made spaces).
+	json=$(go mod download -json "$1") ||
+		die "go mod download $1 failed (is the Go module proxy reachable?): $(sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' <<<"$json" | sed 's/\\[nt]/ /g')"
 	sed -n "s/^[[:space:]]*\"$2\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" <<<"$json" | head -1
 }
 
