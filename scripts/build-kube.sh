@@ -10,7 +10,9 @@
 # two-line main calling etcdmain.Main. Nothing here touches the certdrift go.mod.
 #
 # A rerun checks each cached binary's --version output and rebuilds only what is missing or
-# reports the wrong version. Builds run under `nice -n 19` because the machine is shared.
+# reports the wrong version. Builds run under `nice -n 19` because the machine is shared;
+# concurrent runs serialize on a flock. The steps shared with the other Go-module builds are in
+# scripts/lib/gobuild.sh; the wrapper's go.mod is this script's own (staging pins, several tools).
 #
 # Environment:
 #   KUBE_VERSION    kubernetes tag to build (default v1.36.3)
@@ -26,17 +28,11 @@ set -euo pipefail
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib/gobuild.sh
+source "$ROOT/scripts/lib/gobuild.sh"
 CACHE=${KUBE_CACHE_DIR:-$ROOT/.cache/kube}
 OUT=$CACHE/$KUBE_VERSION
 SRC=$CACHE/src
-NICE=(nice -n 19)
-
-# Static, stripped, path-free binaries, as the kubernetes release build makes them.
-export CGO_ENABLED=0
-BUILD_FLAGS=(-trimpath)
-
-log() { printf '%s build-kube: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 [[ $KUBE_VERSION =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "KUBE_VERSION=$KUBE_VERSION is not a v1.<minor>.<patch> tag"
 KUBE_MINOR=${BASH_REMATCH[1]}
@@ -44,7 +40,7 @@ KUBE_PATCH=${BASH_REMATCH[2]}
 STAGING_VERSION=v0.$KUBE_MINOR.$KUBE_PATCH
 [[ $ETCD_VERSION =~ ^v3\.[0-9]+\.[0-9]+$ ]] || die "ETCD_VERSION=$ETCD_VERSION is not a v3.<minor>.<patch> tag"
 
-# want_output prints the line each binary's version command must contain.
+# want_output prints the line each binary's version command must print.
 want_output() {
 	case $1 in
 	kube-apiserver | kube-controller-manager) echo "Kubernetes $KUBE_VERSION" ;;
@@ -53,58 +49,35 @@ want_output() {
 	esac
 }
 
-version_output() {
-	local bin=$1
-	case $(basename "$bin") in
-	kubectl) timeout 20 "$bin" version --client 2>&1 ;;
-	*) timeout 20 "$bin" --version 2>&1 ;;
+# reports_version succeeds when binary $1 prints the version line wanted for its name.
+# shellcheck disable=SC2317 # called through gb_binary_ok and gb_build
+reports_version() {
+	local name
+	name=$(basename "$1")
+	case $name in
+	kubectl) gb_reports "$1" "$(want_output "$name")" version --client ;;
+	*) gb_reports "$1" "$(want_output "$name")" --version ;;
 	esac
 }
 
-# reports_version succeeds when binary $1 prints the version line wanted for name $2.
-reports_version() {
-	# Capture first: with pipefail, `grep -q` exiting at the first match can kill the writer
-	# (kubectl prints a second line) with SIGPIPE and fail the pipeline intermittently.
-	local out
-	out=$(version_output "$1") || true
-	grep -qF "$(want_output "$2")" <<<"$out"
-}
-
 # cached_ok succeeds when $OUT/<name> exists and reports the wanted version.
-cached_ok() {
-	[[ -x $OUT/$1 ]] && reports_version "$OUT/$1" "$1"
-}
+# shellcheck disable=SC2317 # called through gb_need and gb_reuse
+cached_ok() { gb_binary_ok "$OUT/$1" reports_version; }
 
 KUBE_BINS=(kube-apiserver kube-controller-manager kubectl)
 
 if [[ ${1:-} == --check ]]; then
 	for b in "${KUBE_BINS[@]}" etcd; do
-		cached_ok "$b" || { log "$OUT/$b missing or not $(want_output "$b")"; exit 1; }
+		gb_need "$OUT/$b missing or not $(want_output "$b")" cached_ok "$b"
 	done
-	echo "$OUT"
-	exit 0
+	gb_result "$OUT"
 fi
 
-mkdir -p "$OUT" "$SRC"
-# One builder at a time: a second caller waits, then finds the cache filled.
-exec 9>"$CACHE/.lock"
-flock 9
-
+gb_lock "$CACHE" "$OUT" "$SRC"
 need_kube=0 need_etcd=0
-if [[ ${FORCE:-0} == 1 ]]; then
-	need_kube=1 need_etcd=1
-else
-	for b in "${KUBE_BINS[@]}"; do cached_ok "$b" || need_kube=1; done
-	cached_ok etcd || need_etcd=1
-fi
-
-# kube_gomod prints the path of k8s.io/kubernetes's go.mod, downloading it if needed.
-kube_gomod() {
-	local f
-	f=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-	[[ -s $f ]] || die "could not download go.mod of k8s.io/kubernetes@$KUBE_VERSION (is the Go module proxy reachable?)"
-	echo "$f"
-}
+for b in "${KUBE_BINS[@]}"; do gb_reuse cached_ok "$b" || need_kube=1; done
+gb_reuse cached_ok etcd || need_etcd=1
+((need_etcd || need_kube)) || gb_result "$OUT" "cache hit"
 
 # staging_modules lists the k8s.io modules that kubernetes both requires and replaces with a
 # ./staging/src path; a replace for a module it does not require (sample-cli-plugin is not even
@@ -123,21 +96,19 @@ staging_modules() {
 }
 
 build_kube() {
-	local gomod dir mods m commit date ldflags pkg tmp
+	local gomod dir mods m b commit date ldflags pkg targets=()
 	local start=$SECONDS
-	gomod=$(kube_gomod)
+	gomod=$(gb_gomod k8s.io/kubernetes "$KUBE_VERSION")
 	mapfile -t mods < <(staging_modules "$gomod")
 	((${#mods[@]} > 10)) || die "found only ${#mods[@]} staging modules in $gomod; its replace block changed shape"
 	log "k8s.io/kubernetes@$KUBE_VERSION: ${#mods[@]} staging modules pinned to $STAGING_VERSION"
 
 	dir=$SRC/kubernetes-$KUBE_VERSION
 	mkdir -p "$dir"
+	# Not gb_wrapper: kubernetes' own replace directives point into ./staging, which exists only
+	# in its repository; the wrapper pins those modules to their published versions instead.
 	{
-		echo "// Generated by scripts/build-kube.sh: a wrapper that builds kubernetes commands outside its repository."
-		echo "module certdrift.test/kubebuild"
-		echo
-		# Keep kubernetes' own language version and GODEBUG defaults: they apply to the main module.
-		grep -E '^(go|godebug) ' "$gomod"
+		gb_gomod_head certdrift.test/kubebuild "$gomod" "a wrapper that builds kubernetes commands outside its repository."
 		echo
 		echo "require k8s.io/kubernetes $KUBE_VERSION"
 		echo
@@ -149,11 +120,9 @@ build_kube() {
 		for b in "${KUBE_BINS[@]}"; do printf '\tk8s.io/kubernetes/cmd/%s\n' "$b"; done
 		echo ")"
 	} >"$dir/go.mod"
-	log "resolving modules in $dir (go mod tidy)"
-	(cd "$dir" && "${NICE[@]}" go mod tidy) || die "go mod tidy in $dir failed"
+	gb_tidy "$dir"
 
-	# The proxy records the tag's commit only for some modules; report it when known.
-	commit=${KUBE_GIT_COMMIT:-$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]\{40\}\)".*/\1/p' | head -1)}
+	commit=${KUBE_GIT_COMMIT:-$(gb_commit k8s.io/kubernetes "$KUBE_VERSION")}
 	date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 	ldflags="-s -w"
 	# Same variables hack/lib/version.sh sets, in both packages that carry them.
@@ -166,21 +135,14 @@ build_kube() {
 		ldflags+=" -X '$pkg.buildDate=$date'"
 	done
 
-	tmp=$(mktemp -d "$OUT/.build.XXXXXX")
+	for b in "${KUBE_BINS[@]}"; do targets+=("$OUT/$b=k8s.io/kubernetes/cmd/$b"); done
 	log "building ${KUBE_BINS[*]} (this takes a long time on a busy machine)"
-	(cd "$dir" && "${NICE[@]}" go build "${BUILD_FLAGS[@]}" -ldflags "$ldflags" -o "$tmp/" \
-		$(printf 'k8s.io/kubernetes/cmd/%s ' "${KUBE_BINS[@]}")) || { rm -rf "$tmp"; die "go build of kubernetes commands failed"; }
-	for b in "${KUBE_BINS[@]}"; do
-		reports_version "$tmp/$b" "$b" ||
-			die "$tmp/$b built but does not report $(want_output "$b"): $(version_output "$tmp/$b" | head -3)"
-		mv -f "$tmp/$b" "$OUT/$b"
-	done
-	rm -rf "$tmp"
+	gb_build "$dir" "$ldflags" reports_version "${targets[@]}"
 	log "kubernetes commands built in $((SECONDS - start))s"
 }
 
 build_etcd() {
-	local dir tmp start=$SECONDS
+	local dir start=$SECONDS
 	dir=$SRC/etcd-$ETCD_VERSION
 	mkdir -p "$dir"
 	cat >"$dir/go.mod" <<EOF
@@ -203,23 +165,15 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 EOF
-	log "resolving modules in $dir (go mod tidy)"
-	(cd "$dir" && "${NICE[@]}" go mod tidy) || die "go mod tidy in $dir failed"
-	tmp=$(mktemp -d "$OUT/.build.XXXXXX")
+	gb_tidy "$dir"
 	log "building etcd $ETCD_VERSION"
-	(cd "$dir" && "${NICE[@]}" go build "${BUILD_FLAGS[@]}" -ldflags "-s -w" -o "$tmp/etcd" .) ||
-		{ rm -rf "$tmp"; die "go build of etcd failed"; }
-	reports_version "$tmp/etcd" etcd ||
-		die "etcd built but does not report $(want_output etcd): $(version_output "$tmp/etcd" | head -3)"
-	mv -f "$tmp/etcd" "$OUT/etcd"
-	rm -rf "$tmp"
+	gb_build "$dir" "-s -w" reports_version "$OUT/etcd=."
 	log "etcd built in $((SECONDS - start))s"
 }
 
 ((need_etcd)) && build_etcd
 ((need_kube)) && build_kube
-((need_etcd || need_kube)) || log "cache hit: $OUT"
 for b in "${KUBE_BINS[@]}" etcd; do
 	cached_ok "$b" || die "$OUT/$b still missing or wrong after the build"
 done
-echo "$OUT"
+gb_result "$OUT"
