@@ -32,31 +32,40 @@ func kubeRestConfig(path, kctx string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// setup is what a Kubernetes-mode command reads before it gathers: the config file, of which only
+// peer pairings and policy apply (the cluster supplies the desired certificates and the Envoys),
+// the policy after the command's flags (policyOf), the gather options and the REST config.
+func (k kubeFlags) setup(configPath string, policyOf func(config.Policy) config.Policy, concurrency int, log *slog.Logger) (*config.Config, config.Policy, gather.KubeOptions, *rest.Config, error) {
+	cfg := &config.Config{Policy: config.DefaultPolicy}
+	if configPath != "" {
+		var err error
+		if cfg, err = config.LoadCluster(configPath); err != nil {
+			return nil, config.Policy{}, gather.KubeOptions{}, nil, err
+		}
+	}
+	policy := policyOf(cfg.Policy)
+	opts, err := k.options(gather.Options{Timeout: policy.Timeout.D(), Concurrency: concurrency, Log: log})
+	if err != nil {
+		return nil, config.Policy{}, gather.KubeOptions{}, nil, err
+	}
+	rc, err := k.restConfig()
+	if err != nil {
+		return nil, config.Policy{}, gather.KubeOptions{}, nil, err
+	}
+	kubeapi.RouteKlog(log)
+	return cfg, policy, opts, rc, nil
+}
+
 // runKube is `certdrift audit --kubeconfig`: the cluster is the configuration.
 func (c *auditCmd) runKube(ctx context.Context, io *streams, log *slog.Logger) error {
 	failOn, ok := audit.ParseSeverity(c.FailOn)
 	if !ok {
 		return noRun(fmt.Errorf("--fail-on %q: want info, warning or critical", c.FailOn))
 	}
-	// The cluster supplies the desired certificates and the Envoys; a config file adds only peer
-	// pairings and policy.
-	cfg := &config.Config{Policy: config.DefaultPolicy}
-	if c.Config != "" {
-		var err error
-		if cfg, err = config.LoadCluster(c.Config); err != nil {
-			return noRun(err)
-		}
-	}
-	policy := c.policy(cfg.Policy)
-	opts, err := c.kubeFlags.options(gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
+	cfg, policy, opts, rc, err := c.kubeFlags.setup(c.Config, c.policy, c.Concurrency, log)
 	if err != nil {
 		return noRun(err)
 	}
-	rc, err := c.kubeFlags.restConfig()
-	if err != nil {
-		return noRun(err)
-	}
-	kubeapi.RouteKlog(log)
 	if c.InventoryOnly {
 		return inventoryOnly(ctx, io, rc, opts)
 	}

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/probe/candidate"
 	"github.com/certdrift/certdrift/probe/desired"
 )
@@ -96,22 +97,14 @@ func (c *preflightCmd) Run(ctx context.Context, io *streams, log *slog.Logger) e
 	var cfg *config.Config
 	auditCmd := "certdrift audit --config " + c.Config
 	if c.kubeFlags.enabled() {
-		cfg = &config.Config{Policy: config.DefaultPolicy}
-		if c.Config != "" {
-			if cfg, err = config.LoadCluster(c.Config); err != nil {
-				return noRun(err)
-			}
-		}
-		policy := c.policy(cfg.Policy)
-		opts, err := c.kubeFlags.options(gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
-		if err != nil {
+		var (
+			policy config.Policy
+			opts   gather.KubeOptions
+			rc     *rest.Config
+		)
+		if cfg, policy, opts, rc, err = c.kubeFlags.setup(c.Config, c.policy, c.Concurrency, log); err != nil {
 			return noRun(err)
 		}
-		rc, err := c.kubeFlags.restConfig()
-		if err != nil {
-			return noRun(err)
-		}
-		kubeapi.RouteKlog(log)
 		// The candidates' sources are read by name like the pairings' (they need not be mounted).
 		opts.PairingSources = gather.PairingSources(cfg.Pairings)
 		for _, cd := range cands {
