@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -240,12 +243,72 @@ func TestMeasureChild(t *testing.T) {
 	}
 }
 
+// TestMeasureOwnRSS: a child's peak RSS is its own, whatever the size of the process measuring
+// it. This process grows to over 256 MiB first; a child started by it directly is charged with
+// that (the control: what Measure reported before it used the launcher), while Measure reports
+// the child's baseline, and 10 MiB more for a child that touches 10 MiB.
+func TestMeasureOwnRSS(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ballast := make([]byte, 256<<20)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1
+	}
+	defer runtime.KeepAlive(ballast)
+	helper := func(mode string) *exec.Cmd {
+		cmd := exec.Command(self, "-test.run=^TestMeasureHelper$")
+		cmd.Env = append(os.Environ(), "CERTDRIFT_SCALE_HELPER="+mode)
+		return cmd
+	}
+
+	// Control: the kernel's figure for a direct child includes this process's 256 MiB.
+	direct := helper("idle")
+	if err := direct.Run(); err != nil {
+		t.Fatal(err)
+	}
+	inherited := direct.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	if inherited < 256<<20 {
+		t.Fatalf("control: a direct child's ru_maxrss is %d MiB, expected this process's >= 256 MiB to be charged to it; the premise of the launcher no longer holds", inherited>>20)
+	}
+
+	var base, alloc []int64
+	for range 3 {
+		u, err := Measure(helper("idle"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = append(base, u.MaxRSS)
+		u, err = Measure(helper("alloc10"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc = append(alloc, u.MaxRSS)
+	}
+	slices.Sort(base)
+	slices.Sort(alloc)
+	b, a := base[1], alloc[1] // medians
+	t.Logf("direct child %d MiB; Measure: idle child %.1f MiB, child touching 10 MiB %.1f MiB", inherited>>20, float64(b)/(1<<20), float64(a)/(1<<20))
+	if b >= 128<<20 {
+		t.Errorf("Measure reports %d MiB for an idle child: this process's RSS leaked into it", b>>20)
+	}
+	if d := a - b; d < 9<<20 || d > 16<<20 {
+		t.Errorf("a child touching 10 MiB measured %.1f MiB above an idle one, want 9–16", float64(d)/(1<<20))
+	}
+}
+
 var sink []byte
 
 func TestMeasureHelper(t *testing.T) {
 	switch os.Getenv("CERTDRIFT_SCALE_HELPER") {
 	case "alloc":
 		sink = make([]byte, 64<<20)
+		for i := 0; i < len(sink); i += 4096 {
+			sink[i] = 1
+		}
+	case "alloc10":
+		sink = make([]byte, 10<<20)
 		for i := 0; i < len(sink); i += 4096 {
 			sink[i] = 1
 		}
