@@ -793,7 +793,7 @@ func (a *auditor) checkServedChain(s Subject, chain []*x509.Certificate, d *desi
 	if len(d.it.CA) > 0 {
 		roots = d.it.CA
 	}
-	rep := pki.CheckServedChain(chain, roots, a.now)
+	rep := a.chains.Check(chain, roots)
 	if rep.OK() {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/pki"
 )
 
 // Memo remembers, from one Run to the next, which desired certificates were judged clean and
@@ -45,6 +46,24 @@ type Memo struct {
 	entries map[memoKey]memoEntry
 	hits    uint64
 	misses  uint64
+	// chains holds served-chain checks across Runs (pki.ChainCache: keyed by the chain's and the
+	// bundle's content, which is all the check reads).
+	chains *pki.ChainCache
+}
+
+// memoChains bounds the served chains a Memo remembers: far above the distinct chains of a
+// fleet (replicas serve one), and at ≈ 1 KB per entry a bounded cost.
+const memoChains = 4096
+
+// runChains bounds a Run's own served-chain cache when there is no Memo.
+const runChains = 1024
+
+// chainCache is the served-chain cache a Run uses: the Memo's, or a new one for this Run only.
+func (m *Memo) chainCache() *pki.ChainCache {
+	if m == nil {
+		return pki.NewChainCache(runChains)
+	}
+	return m.chains
 }
 
 type memoKey [sha256.Size]byte
@@ -55,11 +74,15 @@ type memoEntry struct {
 }
 
 // NewMemo returns an empty Memo.
-func NewMemo() *Memo { return &Memo{entries: map[memoKey]memoEntry{}} }
+func NewMemo() *Memo {
+	return &Memo{entries: map[memoKey]memoEntry{}, chains: pki.NewChainCache(memoChains)}
+}
 
-// MemoStats counts what the last Run found in a Memo.
+// MemoStats counts what the last Run found in a Memo, and (Chains) the served-chain checks it
+// answered since it was made.
 type MemoStats struct {
 	Entries, Hits, Misses int
+	Chains                pki.ChainCacheStats
 }
 
 // Stats says how many verdicts the Memo holds and how many the last Run reused or had to judge.
@@ -69,7 +92,7 @@ func (m *Memo) Stats() MemoStats {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return MemoStats{Entries: len(m.entries), Hits: int(m.hits), Misses: int(m.misses)}
+	return MemoStats{Entries: len(m.entries), Hits: int(m.hits), Misses: int(m.misses), Chains: m.chains.Stats()}
 }
 
 // memoRun is one Run's view of the Memo: the generation it marks, and the CA bundles it has
