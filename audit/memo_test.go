@@ -117,7 +117,7 @@ func TestMemoNeverHidesAChange(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			m := NewMemo()
+			m, lm := NewMemo(), NewMemo()
 			var last Report
 			for i, r := range tc.rounds {
 				in := Inputs{Desired: r.desired, Config: &config.Config{}}
@@ -127,10 +127,19 @@ func TestMemoNeverHidesAChange(t *testing.T) {
 				if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
 					t.Fatalf("%s\nround %d: report with the memo differs from without (-without +with):\n%s", tc.reason, i+1, d)
 				}
+				// The same rounds with the certificates unparsed, as the Kubernetes mode hands them.
+				lin := lazyInputs(in)
+				lin.Memo = lm
+				if d := cmp.Diff(want, Run(lin, config.DefaultPolicy, r.at), cmpopts.EquateEmpty()); d != "" {
+					t.Fatalf("%s\nround %d: unparsed certificates with a memo judged differently (-parsed, no memo +unparsed, memo):\n%s", tc.reason, i+1, d)
+				}
 				last = got
 			}
 			if st := m.Stats(); st.Hits != tc.hits {
 				t.Errorf("%s\nlast round reused %d clean verdicts, want %d (%+v)", tc.reason, st.Hits, tc.hits, st)
+			}
+			if st := lm.Stats(); st.Hits != tc.hits {
+				t.Errorf("%s\nunparsed: last round reused %d clean verdicts, want %d (%+v)", tc.reason, st.Hits, tc.hits, st)
 			}
 			if tc.want == "" {
 				if len(last.Findings) != 0 {

@@ -62,13 +62,14 @@ func DesiredSources(in Inputs) []DesiredSource {
 	for _, o := range in.Desired {
 		d := DesiredSource{Source: o.Ref.String(), ChangedAt: o.ChangedAt}
 		for _, it := range o.Items {
-			if len(it.Chain) == 0 {
+			der := it.LeafDER()
+			if der == nil {
 				continue
 			}
 			if d.Leaves == nil {
 				d.Leaves = make(map[string]string, len(o.Items))
 			}
-			d.Leaves[it.Name] = pki.Fingerprint(it.Chain[0])
+			d.Leaves[it.Name] = pki.FingerprintDER(der)
 		}
 		out = append(out, d)
 	}

@@ -244,7 +244,8 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 	if n := len(extra.Secrets) + len(extra.ConfigMaps); n > 0 {
 		log.Debug("mounted sources read by name", "sources", n)
 	}
-	desired := slices.Concat(inv.Observations(), extra.Observations())
+	// Unparsed (desired.Lazy): a round parses only what changed or what a check needs.
+	desired := slices.Concat(inv.LazyObservations(), extra.LazyObservations())
 	keys := bind.KeysOf(inv, extra)
 	leaves := bind.DesiredNames(desired)
 	lookup := bind.Lookup(desired)

@@ -49,6 +49,111 @@ func (s *Snapshot) Observations() []desired.Observation {
 	return out
 }
 
+// LazyObservations is Observations with the certificates left unparsed (desired.Lazy): the
+// facts the inventory kept of each, and its DER for desired.Item.Load. gather.Session hands these
+// to every round, so that an unchanged Secret costs no parse (issue 20). Items sharing a CA
+// bundle share its desired.Cert slice.
+func (s *Snapshot) LazyObservations() []desired.Observation {
+	out := make([]desired.Observation, 0, len(s.Secrets)+len(s.ConfigMaps))
+	bundles := map[*Bundle][]desired.Cert{}
+	parsed := map[*Bundle]bundleX509{}
+	for i := range s.Secrets {
+		sec := s.Secrets[i]
+		o := desired.Observation{
+			Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
+			ChangedAt: sec.ChangedAt,
+			Err:       sec.Err,
+			Items:     make([]desired.Item, 0, len(sec.Items)),
+		}
+		for j := range sec.Items {
+			it := &sec.Items[j]
+			if !hasFacts(it.Chain) || (it.CA != nil && !hasFacts(it.CA.Certs)) {
+				// Built by hand, without the inventory's facts (tests): parsed now.
+				o.Items = append(o.Items, item(sec, it, parsed))
+				continue
+			}
+			o.Items = append(o.Items, lazyItem(sec, it, bundles))
+		}
+		out = append(out, o)
+	}
+	for i := range s.ConfigMaps {
+		cm := &s.ConfigMaps[i]
+		o := desired.Observation{
+			Ref:       ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name},
+			ChangedAt: cm.ChangedAt,
+			Err:       cm.Err,
+		}
+		for _, kb := range cm.Bundles {
+			it := desired.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
+			switch {
+			case kb.Bundle == nil || len(kb.Bundle.Certs) == 0:
+			case hasFacts(kb.Bundle.Certs):
+				it.Lazy = &desired.Lazy{CA: lazyBundle(kb.Bundle, bundles)}
+			default:
+				bx := toX509(kb.Bundle, parsed)
+				it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
+			}
+			o.Items = append(o.Items, it)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func lazyItem(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle][]desired.Cert) desired.Item {
+	p := func(key string) string {
+		if key == "" {
+			return ""
+		}
+		return path.Join(sec.Namespace, sec.Name, key)
+	}
+	fi := desired.Item{Name: it.Name, CertPath: p(it.CertKey), KeyPath: p(it.KeyKey), CAPath: p(it.CAKey),
+		ChainErr: it.ChainErr, KeyErr: it.KeyErr, CAErr: it.CAErr, Lazy: &desired.Lazy{}}
+	if len(it.Chain) > 0 {
+		fi.Lazy.Chain = lazyCerts(it.Chain)
+	}
+	if it.Key != nil {
+		fi.Key = &pki.KeyInfo{Algorithm: it.Key.Algorithm, Format: it.Key.Format}
+		if it.Key.Matches && len(it.Chain) > 0 {
+			// The summary keeps no key when it matched the leaf (KeySummary.Public): Load hands
+			// the audit the leaf's own public key, as Observations does.
+			fi.Lazy.KeyIsLeaf = true
+		} else {
+			fi.Key.Public = it.Key.Public
+		}
+	}
+	if it.CA != nil && len(it.CA.Certs) > 0 {
+		fi.Lazy.CA = lazyBundle(it.CA, bundles)
+	}
+	return fi
+}
+
+func lazyBundle(b *Bundle, cache map[*Bundle][]desired.Cert) []desired.Cert {
+	if cs, ok := cache[b]; ok {
+		return cs
+	}
+	cs := lazyCerts(b.Certs)
+	cache[b] = cs
+	return cs
+}
+
+func lazyCerts(cs []Cert) []desired.Cert {
+	out := make([]desired.Cert, len(cs))
+	for i, c := range cs {
+		out[i] = desired.Cert{DER: c.DER, Facts: c.Facts}
+	}
+	return out
+}
+
+func hasFacts(cs []Cert) bool {
+	for _, c := range cs {
+		if c.Facts == nil {
+			return false
+		}
+	}
+	return true
+}
+
 type bundleX509 struct {
 	certs []*x509.Certificate
 	err   error
