@@ -72,7 +72,7 @@ func desiredUpdates(changes []kube.Change) []collector.DesiredUpdate {
 	for _, c := range changes {
 		snap.Secrets = append(snap.Secrets, c.Secret)
 	}
-	obs := snap.LazyObservations()
+	obs := snap.LazyObservations(nil) // a few Secrets: each certificate parsed once for its facts
 	out := make([]collector.DesiredUpdate, len(changes))
 	for i, c := range changes {
 		out[i] = collector.DesiredUpdate{Observation: obs[i], Deleted: c.Op == kube.Deleted}

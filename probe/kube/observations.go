@@ -49,11 +49,12 @@ func (s *Snapshot) Observations() []desired.Observation {
 	return out
 }
 
-// LazyObservations is Observations with the certificates left unparsed (desired.Lazy): the
-// facts the inventory kept of each, and its DER for desired.Item.Load. gather.Session hands these
-// to every round, so that an unchanged Secret costs no parse (issue 20). Items sharing a CA
+// LazyObservations is Observations with the certificates left unparsed (desired.Lazy): each
+// one's facts, from facts (parsed once per certificate while the cache keeps it; nil parses
+// every time), and its DER for desired.Item.Load. gather.Session hands these to every round with
+// the cache it keeps, so that an unchanged Secret costs no parse (issue 20). Items sharing a CA
 // bundle share its desired.Cert slice.
-func (s *Snapshot) LazyObservations() []desired.Observation {
+func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 	out := make([]desired.Observation, 0, len(s.Secrets)+len(s.ConfigMaps))
 	bundles := map[*Bundle][]desired.Cert{}
 	parsed := map[*Bundle]bundleX509{}
@@ -67,12 +68,13 @@ func (s *Snapshot) LazyObservations() []desired.Observation {
 		}
 		for j := range sec.Items {
 			it := &sec.Items[j]
-			if !hasFacts(it.Chain) || (it.CA != nil && !hasFacts(it.CA.Certs)) {
-				// Built by hand, without the inventory's facts (tests): parsed now.
-				o.Items = append(o.Items, item(sec, it, parsed))
-				continue
+			li, ok := lazyItem(sec, it, bundles, facts)
+			if !ok {
+				// A certificate that does not parse (only a summary built by hand): parsed
+				// now, so that its error is reported as Observations reports it.
+				li = item(sec, it, parsed)
 			}
-			o.Items = append(o.Items, lazyItem(sec, it, bundles))
+			o.Items = append(o.Items, li)
 		}
 		out = append(out, o)
 	}
@@ -85,13 +87,13 @@ func (s *Snapshot) LazyObservations() []desired.Observation {
 		}
 		for _, kb := range cm.Bundles {
 			it := desired.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
-			switch {
-			case kb.Bundle == nil || len(kb.Bundle.Certs) == 0:
-			case hasFacts(kb.Bundle.Certs):
-				it.Lazy = &desired.Lazy{CA: lazyBundle(kb.Bundle, bundles)}
-			default:
-				bx := toX509(kb.Bundle, parsed)
-				it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
+			if kb.Bundle != nil && len(kb.Bundle.Certs) > 0 {
+				if ca, ok := lazyBundle(kb.Bundle, bundles, facts); ok {
+					it.Lazy = &desired.Lazy{CA: ca}
+				} else {
+					bx := toX509(kb.Bundle, parsed)
+					it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
+				}
 			}
 			o.Items = append(o.Items, it)
 		}
@@ -100,7 +102,7 @@ func (s *Snapshot) LazyObservations() []desired.Observation {
 	return out
 }
 
-func lazyItem(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle][]desired.Cert) desired.Item {
+func lazyItem(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle][]desired.Cert, facts *FactsCache) (desired.Item, bool) {
 	p := func(key string) string {
 		if key == "" {
 			return ""
@@ -110,7 +112,11 @@ func lazyItem(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle][]desired
 	fi := desired.Item{Name: it.Name, CertPath: p(it.CertKey), KeyPath: p(it.KeyKey), CAPath: p(it.CAKey),
 		ChainErr: it.ChainErr, KeyErr: it.KeyErr, CAErr: it.CAErr, Lazy: &desired.Lazy{}}
 	if len(it.Chain) > 0 {
-		fi.Lazy.Chain = lazyCerts(it.Chain)
+		chain, ok := lazyCerts(it.Chain, facts)
+		if !ok {
+			return desired.Item{}, false
+		}
+		fi.Lazy.Chain = chain
 	}
 	if it.Key != nil {
 		fi.Key = &pki.KeyInfo{Algorithm: it.Key.Algorithm, Format: it.Key.Format}
@@ -123,35 +129,36 @@ func lazyItem(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle][]desired
 		}
 	}
 	if it.CA != nil && len(it.CA.Certs) > 0 {
-		fi.Lazy.CA = lazyBundle(it.CA, bundles)
+		ca, ok := lazyBundle(it.CA, bundles, facts)
+		if !ok {
+			return desired.Item{}, false
+		}
+		fi.Lazy.CA = ca
 	}
-	return fi
+	return fi, true
 }
 
-func lazyBundle(b *Bundle, cache map[*Bundle][]desired.Cert) []desired.Cert {
+func lazyBundle(b *Bundle, cache map[*Bundle][]desired.Cert, facts *FactsCache) ([]desired.Cert, bool) {
 	if cs, ok := cache[b]; ok {
-		return cs
+		return cs, true
 	}
-	cs := lazyCerts(b.Certs)
-	cache[b] = cs
-	return cs
+	cs, ok := lazyCerts(b.Certs, facts)
+	if ok {
+		cache[b] = cs
+	}
+	return cs, ok
 }
 
-func lazyCerts(cs []Cert) []desired.Cert {
+func lazyCerts(cs []Cert, facts *FactsCache) ([]desired.Cert, bool) {
 	out := make([]desired.Cert, len(cs))
 	for i, c := range cs {
-		out[i] = desired.Cert{DER: c.DER, Facts: c.Facts}
-	}
-	return out
-}
-
-func hasFacts(cs []Cert) bool {
-	for _, c := range cs {
-		if c.Facts == nil {
-			return false
+		f, ok := facts.facts(c.DER)
+		if !ok {
+			return nil, false
 		}
+		out[i] = desired.Cert{DER: c.DER, Facts: f}
 	}
-	return true
+	return out, true
 }
 
 type bundleX509 struct {

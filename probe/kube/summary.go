@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
-	"github.com/certdrift/certdrift/probe/desired"
 )
 
 // SecretSummary is what the inventory keeps of one Secret. It holds no private key material and
@@ -76,20 +75,14 @@ func (it *ItemSummary) Leaf() *Cert {
 	return &it.Chain[0]
 }
 
-// Cert is one certificate: its DER, from which the x509 form is rebuilt when a round needs it,
-// and the few facts every round reads (validity, names, serial: desired.Facts), so that a round
-// in which the Secret did not change needs no parse (docs/benchmarks.md, issue 20). A whole
-// parsed pki.Summary kept beside the DER (fingerprints in hex, subject, issuer: ~500 bytes per
-// Secret, a quarter of the inventory's heap at 10,000 Secrets) was a second copy nobody read;
-// Summary and Fingerprint derive those on demand.
+// Cert is one certificate, kept as its DER only: Observations rebuild the x509 form from it for
+// the audit and the exposition, which derive everything else from that, so a parsed pki.Summary
+// kept beside it (fingerprints in hex, subject, issuer, SANs: ~500 bytes per Secret, a quarter of
+// the inventory's heap at 10,000 Secrets, docs/benchmarks.md) was a second copy nobody read.
+// Summary and Fingerprint derive them on demand.
 type Cert struct {
 	DER []byte `json:"-"`
-	// Facts is nil for a Cert built by hand (tests); Observations then parses the DER.
-	Facts *desired.Facts `json:"-"`
 }
-
-// FactsOf is the Facts a Cert keeps of c (copied out of c: c itself is not kept alive).
-func FactsOf(c *x509.Certificate) *desired.Facts { return desired.FactsOf(c) }
 
 // Summary parses the certificate again and summarizes it. The DER was parsed when the Secret was
 // read, so an error here would mean the summary was built by hand.

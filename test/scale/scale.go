@@ -6,6 +6,11 @@
 // every certificate); Measure runs a child process and reads its wall time, peak RSS and CPU from
 // the kernel (wait4 rusage, taken by a small launcher so that the figures are the child's own),
 // so certdrift and the floor are measured the same way.
+//
+// CERTDRIFT_SCALE picks the data set (SpecFor), CERTDRIFT_SCALE_RUNS the runs per measurement,
+// and CERTDRIFT_SCALE_BINS=before=PATH,after=PATH compares built binaries on one populated
+// testbed, interleaved run by run (TestInventoryScale, TestServeRounds), as docs/benchmarks.md
+// records before/after pairs.
 package scale
 
 import (

@@ -123,13 +123,10 @@ func summaryHeap(tb testing.TB, secrets []*corev1.Secret) float64 {
 
 // maxSummaryBytesPerSecret is what a TLS Secret may cost the inventory, summary and change
 // tracking together, before the informer's store: ~1,290 bytes measured on these test Secrets
-// (of which ~560 are the leaf's DER), and ~1,600 since each certificate keeps its facts
-// (desired.Facts: serial, names, validity, ≈ 300 bytes) so that a round needs no parse of an
-// unchanged Secret (issue 20: ≈ 3 KB of parsed certificate per Secret and round avoided), with
-// room for allocator and map-growth noise. The same test measured 2,650 before the work in
-// docs/benchmarks.md ("inventory heap"): keeping the parsed private key again (+330), a parsed
-// pki.Summary (+500) or an x509.Certificate goes over.
-const maxSummaryBytesPerSecret = 1750
+// (of which ~560 are the leaf's DER), with room for allocator and map-growth noise. The same test
+// measured 2,650 before the work in docs/benchmarks.md ("inventory heap"): keeping the parsed
+// private key again (+330), a parsed pki.Summary (+500) or an x509.Certificate goes over.
+const maxSummaryBytesPerSecret = 1500
 
 func TestSummaryHeapPerSecret(t *testing.T) {
 	per := summaryHeap(t, syntheticTLSSecrets(t, 1000))

@@ -161,12 +161,12 @@ func (p *parser) item(d secretData, ref itemRef, now time.Time) kube.ItemSummary
 	return it
 }
 
-// summarizeCerts keeps the DER of each certificate and the facts every round reads (see Cert).
+// summarizeCerts keeps the DER of each certificate (see Cert).
 func summarizeCerts(cs []*x509.Certificate) []kube.Cert {
 	out := make([]kube.Cert, len(cs))
 	for i, c := range cs {
 		// A copy: for DER input c.Raw aliases the Secret value, which must not outlive the transform.
-		out[i] = kube.Cert{DER: bytes.Clone(c.Raw), Facts: kube.FactsOf(c)}
+		out[i] = kube.Cert{DER: bytes.Clone(c.Raw)}
 	}
 	return out
 }
