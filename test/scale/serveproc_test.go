@@ -30,7 +30,10 @@ func startServe(ctx context.Context, t *testing.T, bin, kubeconfig, mode string,
 	addr := proc.FreeAddr(t)
 	sp := &servedProcess{base: "http://" + addr, logs: &syncBuffer{}}
 	sp.cmd = exec.CommandContext(ctx, bin, append([]string{"serve", "--kubeconfig", kubeconfig, "--web.listen-address", addr}, args...)...)
-	sp.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), SyncTimeoutEnv(mode)}
+	// GOGC and GOMEMLIMIT pass through, as TestInventoryScale passes them to its children, so that a
+	// run can measure the GC's trade of CPU for memory.
+	sp.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), SyncTimeoutEnv(mode),
+		"GOGC=" + os.Getenv("GOGC"), "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT")}
 	sp.cmd.Stdout, sp.cmd.Stderr = sp.logs, sp.logs
 	started := time.Now()
 	if err := sp.cmd.Start(); err != nil {
