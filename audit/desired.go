@@ -59,10 +59,7 @@ func (d *desiredCert) leafX() *x509.Certificate {
 
 // fingerprint is the leaf's SHA-256 in hex, "" without a leaf.
 func (d *desiredCert) fingerprint() string {
-	if der := d.it.LeafDER(); der != nil {
-		return pki.FingerprintDER(der)
-	}
-	return ""
+	return d.it.LeafFingerprint()
 }
 
 // host is the leaf for VerifyHostname: the names alone when the leaf is not parsed.

@@ -219,11 +219,19 @@ func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
 	var chain, ca [][]byte
 	keyIsLeaf := false
 	if l := it.Lazy; l != nil {
-		for _, c := range l.Chain {
-			chain = append(chain, c.DER)
+		// The facts carry each certificate's SHA-256: the key takes those rather than hashing
+		// the DER again (a different key from the parsed form's, which is never compared).
+		for i := range l.Chain {
+			if l.Chain[i].Facts == nil {
+				return memoKey{}, false
+			}
+			chain = append(chain, l.Chain[i].SHA256[:])
 		}
-		for _, c := range l.CA {
-			ca = append(ca, c.DER)
+		for i := range l.CA {
+			if l.CA[i].Facts == nil {
+				return memoKey{}, false
+			}
+			ca = append(ca, l.CA[i].SHA256[:])
 		}
 		keyIsLeaf = l.KeyIsLeaf
 	} else {

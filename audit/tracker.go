@@ -2,8 +2,6 @@ package audit
 
 import (
 	"time"
-
-	"github.com/certdrift/certdrift/pki"
 )
 
 // TrackKey identifies a binding across rounds: one per Envoy and desired certificate (Run keeps
@@ -62,14 +60,14 @@ func DesiredSources(in Inputs) []DesiredSource {
 	for _, o := range in.Desired {
 		d := DesiredSource{Source: o.Ref.String(), ChangedAt: o.ChangedAt}
 		for _, it := range o.Items {
-			der := it.LeafDER()
-			if der == nil {
+			fp := it.LeafFingerprint()
+			if fp == "" {
 				continue
 			}
 			if d.Leaves == nil {
 				d.Leaves = make(map[string]string, len(o.Items))
 			}
-			d.Leaves[it.Name] = pki.FingerprintDER(der)
+			d.Leaves[it.Name] = fp
 		}
 		out = append(out, d)
 	}

@@ -81,7 +81,7 @@ func (a *auditor) checkValidityFacts(view string, s Subject, chain []desired.Cer
 func validityOfFacts(c desired.Cert) validity {
 	f := c.Facts
 	return validity{serial: f.Serial, subject: certName(f.DNSNames, f.URIs, f.CommonName, f.Serial),
-		notBefore: f.NotBefore, notAfter: f.NotAfter, fingerprint: pki.FingerprintDER(c.DER)}
+		notBefore: f.NotBefore, notAfter: f.NotAfter, fingerprint: c.Fingerprint()}
 }
 
 // checkValidityOf judges one certificate; what names it in the message ("certificate", "chain

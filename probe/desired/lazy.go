@@ -45,13 +45,16 @@ type Facts struct {
 	IPs                 []net.IP
 	NotBefore, NotAfter time.Time
 	IsCA                bool
+	// SHA256 is the DER's SHA-256 (the fingerprint), taken once: every round names and keys
+	// each certificate by it.
+	SHA256 [sha256.Size]byte
 }
 
 // FactsOf extracts c's Facts. The IP addresses are copied: crypto/x509 leaves them pointing
 // into the DER it parsed, which may be a Secret's value the caller must not keep.
 func FactsOf(c *x509.Certificate) *Facts {
 	f := &Facts{Serial: c.SerialNumber, CommonName: c.Subject.CommonName, DNSNames: slices.Clone(c.DNSNames),
-		NotBefore: c.NotBefore, NotAfter: c.NotAfter, IsCA: c.IsCA}
+		NotBefore: c.NotBefore, NotAfter: c.NotAfter, IsCA: c.IsCA, SHA256: sha256.Sum256(c.Raw)}
 	for _, ip := range c.IPAddresses {
 		f.IPs = append(f.IPs, slices.Clone(ip))
 	}
@@ -63,6 +66,9 @@ func FactsOf(c *x509.Certificate) *Facts {
 
 // Fingerprint is the hex SHA-256 of the DER, as pki.Fingerprint gives it.
 func (c Cert) Fingerprint() string {
+	if c.Facts != nil {
+		return hex.EncodeToString(c.SHA256[:])
+	}
 	sum := sha256.Sum256(c.DER)
 	return hex.EncodeToString(sum[:])
 }
@@ -110,6 +116,22 @@ func (it *Item) LeafDER() []byte {
 		return nil
 	}
 	return it.Chain[0].Raw
+}
+
+// LeafFingerprint is the leaf's hex SHA-256, "" without a chain: from the facts when the item
+// is lazy (no hashing), else from the parsed leaf.
+func (it *Item) LeafFingerprint() string {
+	if it.Lazy != nil {
+		if len(it.Lazy.Chain) == 0 {
+			return ""
+		}
+		return it.Lazy.Chain[0].Fingerprint()
+	}
+	if len(it.Chain) == 0 || it.Chain[0] == nil {
+		return ""
+	}
+	sum := sha256.Sum256(it.Chain[0].Raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // LeafFacts are the leaf's facts, nil without a chain.
