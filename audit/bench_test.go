@@ -58,3 +58,41 @@ func BenchmarkRun(b *testing.B) {
 		b.Fatalf("%d bindings, want %d", r.Summary.Bindings, nCerts*nEnvoys)
 	}
 }
+
+// BenchmarkServedChains is the probe side of a fleet: one desired certificate (leaf under an
+// intermediate, with its CA bundle) served by 200 Envoy pods at two SNIs each, 400 handshakes
+// whose chains are all the same. "once" is a one-shot audit (no Memo), "rounds" a serve round
+// after the first (a Memo kept across Runs).
+func BenchmarkServedChains(b *testing.B) {
+	ca := certs.NewCA(b)
+	inter := ca.Intermediate(b)
+	leaf := inter.Leaf(b, certs.WithDNSNames("a.fleet.test", "b.fleet.test"))
+	o := desiredObs("fleet/tls", leaf, now.Add(-time.Hour), func(it *desired.Item) {
+		it.CA, it.CAPath = []*x509.Certificate{ca.Cert}, "fleet/tls/ca.crt"
+	})
+	var envoys []EnvoyView
+	for p := range 200 {
+		addr := fmt.Sprintf("10.0.%d.%d:8443", p/250, p%250+1)
+		eps := []config.Endpoint{{Address: addr, SNI: []string{"a.fleet.test", "b.fleet.test"}, Source: "fleet/tls"}}
+		envoys = append(envoys, EnvoyView{Config: config.Envoy{Name: fmt.Sprintf("fleet/pod-%d", p), Endpoints: eps},
+			Served: []tlsprobe.Result{served(addr, "a.fleet.test", leaf.Chain()...), served(addr, "b.fleet.test", leaf.Chain()...)}})
+	}
+	in := Inputs{Desired: []desired.Observation{o}, Envoys: envoys}
+	for _, mode := range []string{"once", "rounds"} {
+		b.Run(mode, func(b *testing.B) {
+			in := in
+			if mode == "rounds" {
+				in.Memo = NewMemo()
+				Run(in, config.DefaultPolicy, now)
+			}
+			b.ReportAllocs()
+			var r Report
+			for b.Loop() {
+				r = Run(in, config.DefaultPolicy, now)
+			}
+			if r.Summary.Handshakes != 400 || r.Summary.Coverage.HandshakesJudged != 400 {
+				b.Fatalf("%+v, want 400 handshakes judged", r.Summary)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"cmp"
-	"crypto/x509"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
@@ -132,15 +132,15 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 		// rate limit's Secret.
 		current := false
 		for _, d := range a.desired.all {
-			if d.leaf != nil && sc.allows(d) && isLoadedLeaf(d.leaf, cd) {
+			if d.lf != nil && sc.allows(d) && isLoadedLeaf(d.lf, cd) {
 				current = true
 			}
 		}
 		for _, d := range a.desired.all {
-			if d.leaf == nil || have(d.source, d.item) || !pki.SameNames(d.leaf.DNSNames, cd.DNSNames) || !sc.allows(d) {
+			if d.lf == nil || have(d.source, d.item) || !pki.SameNames(d.lf.DNSNames, cd.DNSNames) || !sc.allows(d) {
 				continue
 			}
-			if current && !isLoadedLeaf(d.leaf, cd) {
+			if current && !isLoadedLeaf(d.lf, cd) {
 				continue
 			}
 			add(&Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginInferred})
@@ -149,10 +149,10 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	return bs
 }
 
-// isLoadedLeaf reports whether the certificate Envoy describes is leaf: same serial and DNS names
-// (Envoy's /certs gives no fingerprint).
-func isLoadedLeaf(leaf *x509.Certificate, cd envoystate.CertDetail) bool {
-	return cd.Serial != nil && leaf.SerialNumber != nil && leaf.SerialNumber.Cmp(cd.Serial) == 0 &&
+// isLoadedLeaf reports whether the certificate Envoy describes is the leaf with these facts: same
+// serial and DNS names (Envoy's /certs gives no fingerprint).
+func isLoadedLeaf(leaf *desired.Facts, cd envoystate.CertDetail) bool {
+	return cd.Serial != nil && leaf.Serial != nil && leaf.Serial.Cmp(cd.Serial) == 0 &&
 		pki.SameNames(leaf.DNSNames, cd.DNSNames)
 }
 
@@ -160,7 +160,7 @@ func isLoadedLeaf(leaf *x509.Certificate, cd envoystate.CertDetail) bool {
 // certificate file, and an SDS name (if any) that the Envoy holds as a validation context only;
 // or a desired source that holds a bundle and no certificate (a ConfigMap, a CA-only Secret).
 func (a *auditor) trustOnly(ev *EnvoyView, cb config.Binding, d *desiredCert) bool {
-	if len(d.it.Chain) == 0 && d.it.ChainErr == nil && (len(d.it.CA) > 0 || d.it.CAErr != nil) {
+	if !d.it.HasChain() && d.it.ChainErr == nil && (d.it.HasCA() || d.it.CAErr != nil) {
 		return true
 	}
 	if cb.File != "" || (cb.Secret == "" && cb.CAFile == "" && cb.Dir == "") {
@@ -227,7 +227,7 @@ func (a *auditor) bindingForEndpoint(ev *EnvoyView, bs []*Binding, ep config.End
 		var found *Binding
 		for _, b := range bs {
 			d := a.desired.lookup(b.Source, b.Item)
-			if d != nil && d.leaf != nil && d.leaf.VerifyHostname(sni) == nil {
+			if d != nil && d.hasLeaf() && d.host().VerifyHostname(sni) == nil {
 				if found != nil {
 					return nil // ambiguous: better no binding than a wrong one
 				}
@@ -242,7 +242,7 @@ func (a *auditor) bindingForEndpoint(ev *EnvoyView, bs []*Binding, ep config.End
 		var only *desiredCert
 		sc := scopeOf(ev)
 		for _, d := range a.desired.all {
-			if d.leaf != nil && sc.allows(d) && d.leaf.VerifyHostname(sni) == nil {
+			if d.hasLeaf() && sc.allows(d) && d.host().VerifyHostname(sni) == nil {
 				if only != nil {
 					return nil
 				}

@@ -111,13 +111,13 @@ func revisionOf(reqs []kube.CMRequest, fp string) int {
 func (a *auditor) certificateStatus(c *kube.CMCertificate, reqs []kube.CMRequest, envoys []string, byName map[string]*EnvoyView) CertificateStatus {
 	st := CertificateStatus{Namespace: c.Namespace, Name: c.Name, Source: c.SecretKey(), Revision: c.Revision,
 		Ready: c.Ready.Status, RenewalTime: c.RenewalTime, NotAfter: c.NotAfter}
-	if d := a.desired.lookup(st.Source, ""); d != nil && d.leaf != nil {
-		st.SecretRevision = revisionOf(reqs, pki.Fingerprint(d.leaf))
+	if d := a.desired.lookup(st.Source, ""); d != nil && d.hasLeaf() {
+		st.SecretRevision = revisionOf(reqs, d.fingerprint())
 		// Only when the current revision's request cannot be seen (cert-manager's revision
 		// manager keeps it, so: requests not readable) does the status stand in for it. Not
 		// otherwise: cert-manager's readiness controller copies status.notAfter from whatever
 		// leaf the Secret holds, so a matching notAfter proves nothing about who wrote it.
-		if st.SecretRevision == 0 && c.Ready.Status == "True" && sameSecond(d.leaf.NotAfter, c.NotAfter) && !hasIssued(reqs, c.Revision) {
+		if st.SecretRevision == 0 && c.Ready.Status == "True" && sameSecond(d.lf.NotAfter, c.NotAfter) && !hasIssued(reqs, c.Revision) {
 			st.SecretRevision = c.Revision
 		}
 	}
@@ -191,7 +191,7 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 	notReady := c.Ready.Status != "True" && (c.Ready.LastTransitionTime.IsZero() || a.now.Sub(c.Ready.LastTransitionTime) > grace)
 	if (failing || notReady) && len(servingOld) > 0 {
 		sev := Warning
-		if d != nil && d.leaf != nil && d.leaf.NotAfter.Sub(a.now) <= a.policy.ExpiringCritical.D() {
+		if d != nil && d.hasLeaf() && d.lf.NotAfter.Sub(a.now) <= a.policy.ExpiringCritical.D() {
 			sev = Critical
 		}
 		why := "is not Ready"
@@ -211,8 +211,8 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 			since := c.Ready.LastTransitionTime
 			f.Since = &since
 		}
-		if d != nil && d.leaf != nil {
-			f.Evidence["leaf_not_after"] = d.leaf.NotAfter.UTC().Format(time.RFC3339)
+		if d != nil && d.hasLeaf() {
+			f.Evidence["leaf_not_after"] = d.lf.NotAfter.UTC().Format(time.RFC3339)
 		}
 		a.add(f)
 	}
@@ -222,7 +222,7 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 	if !c.RenewalTime.IsZero() && a.now.Sub(c.RenewalTime) > grace && d != nil &&
 		(d.changedAt.IsZero() || d.changedAt.Before(c.RenewalTime)) {
 		sev := Warning
-		if d.leaf != nil && d.leaf.NotAfter.Sub(a.now) <= a.policy.ExpiringCritical.D() {
+		if d.hasLeaf() && d.lf.NotAfter.Sub(a.now) <= a.policy.ExpiringCritical.D() {
 			sev = Critical
 		}
 		since := c.RenewalTime
@@ -231,8 +231,8 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 				c.Key(), c.RenewalTime.UTC().Format(time.RFC3339), a.now.Sub(c.RenewalTime).Round(time.Second), st.Source),
 			Advice:   "check that cert-manager's controller is running and can reach its issuer (kubectl describe certificate, cert-manager's logs)",
 			Evidence: evidence("renewal_time", c.RenewalTime.UTC().Format(time.RFC3339), "secret_changed_at", timeStr(d.changedAt))}
-		if d.leaf != nil {
-			f.Evidence["leaf_not_after"] = d.leaf.NotAfter.UTC().Format(time.RFC3339)
+		if d.hasLeaf() {
+			f.Evidence["leaf_not_after"] = d.lf.NotAfter.UTC().Format(time.RFC3339)
 		}
 		a.add(f)
 	}
@@ -250,16 +250,16 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 		switch {
 		case d == nil:
 			problem = fmt.Sprintf("Secret %s does not exist", st.Source)
-		case d.leaf == nil:
+		case !d.hasLeaf():
 			problem = fmt.Sprintf("Secret %s holds no parseable certificate", st.Source)
 		default:
-			secretFP = pki.Fingerprint(d.leaf)
+			secretFP = d.fingerprint()
 			switch {
 			case current != nil && current.LeafSHA256 != secretFP:
 				problem = fmt.Sprintf("Secret %s holds another leaf than CertificateRequest %s (revision %d) issued", st.Source, current.Name, c.Revision)
-			case !c.NotAfter.IsZero() && !sameSecond(d.leaf.NotAfter, c.NotAfter):
+			case !c.NotAfter.IsZero() && !sameSecond(d.lf.NotAfter, c.NotAfter):
 				problem = fmt.Sprintf("Secret %s's leaf expires %s, the Certificate's status says %s", st.Source,
-					d.leaf.NotAfter.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
+					d.lf.NotAfter.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
 			}
 		}
 		if problem != "" && (d == nil || d.changedAt.IsZero() || a.now.Sub(d.changedAt) > grace) {
@@ -267,8 +267,8 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 			if current != nil {
 				ev["request"], ev["request_sha256"] = current.Name, current.LeafSHA256
 			}
-			if d != nil && d.leaf != nil {
-				ev["secret_not_after"] = d.leaf.NotAfter.UTC().Format(time.RFC3339)
+			if d != nil && d.hasLeaf() {
+				ev["secret_not_after"] = d.lf.NotAfter.UTC().Format(time.RFC3339)
 			}
 			a.add(Finding{Code: CertificateSecretMismatch, Severity: Warning, Subject: subject,
 				Message:  fmt.Sprintf("cert-manager Certificate %s is Ready, but %s", c.Key(), problem),
@@ -282,7 +282,7 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 	if st.SecretRevision > 0 && d != nil {
 		if stale, age := a.stale(d); stale {
 			for _, e := range st.Envoys {
-				if e.Revision >= st.SecretRevision || e.Fingerprint == pki.Fingerprint(d.leaf) {
+				if e.Revision >= st.SecretRevision || e.Fingerprint == d.fingerprint() {
 					continue
 				}
 				rev := "an older revision (not in cert-manager's request history)"
@@ -295,7 +295,7 @@ func (a *auditor) checkCertificate(c *kube.CMCertificate, st CertificateStatus, 
 						e.Envoy, map[string]string{"served": "serves", "loaded": "has loaded"}[e.View], rev, c.Key(), st.Source, st.SecretRevision, age.Round(time.Second)),
 					Advice: "reload or restart the Envoy (certdrift audit --reload); see the STALE_LOADED/STALE_SERVED findings for the same binding",
 					Evidence: evidence("view", e.View, "envoy_revision", strconv.Itoa(e.Revision), "secret_revision", strconv.Itoa(st.SecretRevision),
-						"envoy_sha256", e.Fingerprint, "secret_sha256", pki.Fingerprint(d.leaf))}
+						"envoy_sha256", e.Fingerprint, "secret_sha256", d.fingerprint())}
 				if !since.IsZero() {
 					f.Since = &since
 				}

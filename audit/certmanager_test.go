@@ -178,6 +178,7 @@ func TestCertManagerChecks(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := Run(tc.in, config.DefaultPolicy, now)
+			checkLazyAlike(t, tc.in, config.DefaultPolicy, now, r)
 			if diff := cmp.Diff(tc.want, summarize(r)); diff != "" {
 				t.Errorf("%s\n(-want +got):\n%s", tc.reason, diff)
 				for _, f := range r.Findings {

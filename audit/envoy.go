@@ -369,25 +369,25 @@ func (a *auditor) loadedFor(snap *envoystate.Snapshot, b *Binding) ([]loadedCert
 // are the copies of it, old or new; a desired leaf without names matches only itself.
 func (a *auditor) loadedByNames(snap *envoystate.Snapshot, b *Binding) []loadedCert {
 	d := a.desired.lookup(b.Source, b.Item)
-	if snap == nil || d == nil || d.leaf == nil {
+	if snap == nil || d == nil || !d.hasLeaf() {
 		return nil
 	}
-	named := len(d.leaf.DNSNames)+len(d.leaf.URIs) > 0
+	named := len(d.lf.DNSNames)+len(d.lf.URIs) > 0
 	var out []loadedCert
 	for _, s := range snap.Secrets {
 		if !s.HasCertificate || s.State == envoystate.SecretWarming || len(s.Chain) == 0 || s.Chain[0] == nil {
 			continue
 		}
 		leaf := s.Chain[0]
-		if pki.Fingerprint(leaf) == pki.Fingerprint(d.leaf) ||
-			(named && pki.SameNames(leaf.DNSNames, d.leaf.DNSNames) && pki.SameNames(uriStrings(leaf), uriStrings(d.leaf))) {
+		if pki.Fingerprint(leaf) == d.fingerprint() ||
+			(named && pki.SameNames(leaf.DNSNames, d.lf.DNSNames) && pki.SameNames(uriStrings(leaf), d.lf.URIs)) {
 			out = append(out, loadedCert{v: validityOf(leaf), cert: leaf, where: "config_dump secret " + s.Name + " (same names as the desired certificate)"})
 		}
 	}
 	if len(out) == 0 && named {
 		for _, c := range snap.Contexts {
 			for _, cd := range c.Chain {
-				if pki.SameNames(cd.DNSNames, d.leaf.DNSNames) && pki.SameNames(cd.URIs, uriStrings(d.leaf)) {
+				if pki.SameNames(cd.DNSNames, d.lf.DNSNames) && pki.SameNames(cd.URIs, d.lf.URIs) {
 					out = append(out, loadedCert{v: validityOfDetail(cd), where: "/certs (same names as the desired certificate)"})
 				}
 			}
@@ -526,14 +526,14 @@ func (a *auditor) checkLoaded(ev *EnvoyView, b *Binding, loaded []loadedCert, pr
 	switch {
 	case d == nil:
 		return StateUnknown, "no desired certificate " + b.Source + " was found"
-	case d.leaf == nil:
+	case d.leafX() == nil:
 		return StateUnknown, "the desired certificate could not be read"
 	case len(loaded) == 0:
 		return StateUnknown, problem
 	}
 	inUse := -1
 	for i, l := range loaded {
-		if l.matches(d.leaf) {
+		if l.matches(d.leafX()) {
 			inUse = i
 			break
 		}
@@ -572,7 +572,7 @@ func (a *auditor) reportStaleLoaded(ev *EnvoyView, b *Binding, d *desiredCert, l
 	}
 	a.add(Finding{Code: StaleLoaded, Severity: a.staleSeverity(l.v), Subject: a.bindingSubject(ev, b), Evidence: ev2, Inferred: b.Inferred(), Since: timePtr(d.changedAt),
 		Message: fmt.Sprintf("Envoy %s holds serial %s for %s, but the desired certificate (serial %s) changed %s ago",
-			ev.Config.Name, pki.SerialHex(l.v.serial), d.name(), pki.SerialHex(d.leaf.SerialNumber), roundDur(age)),
+			ev.Config.Name, pki.SerialHex(l.v.serial), d.name(), pki.SerialHex(d.lf.Serial), roundDur(age)),
 		Advice: advice})
 }
 
@@ -605,9 +605,9 @@ func (a *auditor) bindingSubject(ev *EnvoyView, b *Binding) Subject {
 
 func desiredEvidence(d *desiredCert) map[string]string {
 	return map[string]string{
-		"desired_fingerprint_sha256": pki.Fingerprint(d.leaf),
-		"desired_serial":             pki.SerialHex(d.leaf.SerialNumber),
-		"desired_not_after":          d.leaf.NotAfter.UTC().Format(time.RFC3339),
+		"desired_fingerprint_sha256": d.fingerprint(),
+		"desired_serial":             pki.SerialHex(d.lf.Serial),
+		"desired_not_after":          d.lf.NotAfter.UTC().Format(time.RFC3339),
 		"desired_changed_at":         d.changedAt.UTC().Format(time.RFC3339),
 	}
 }
@@ -768,7 +768,7 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 	if b != nil {
 		d = a.desired.lookup(b.Source, b.Item)
 	}
-	if d == nil || d.leaf == nil || pki.Fingerprint(d.leaf) != fp {
+	if d == nil || !d.hasLeaf() || d.fingerprint() != fp {
 		a.checkWeak("served", s, leaf)
 	}
 	if len(loaded) > 0 && !anyMatches(loaded, leaf) {
@@ -777,10 +777,10 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 			Message:  fmt.Sprintf("Envoy %s reports serial %s loaded for %s, but %s served serial %s", envoy, pki.SerialHex(loaded[0].v.serial), s.Source, r.Target.Address, pki.SerialHex(leaf.SerialNumber)),
 			Advice:   "an old TLS context is still serving (draining listener or another filter chain); check server_names and the listener's filter chains"})
 	}
-	if d == nil || d.leaf == nil {
+	if d == nil || !d.hasLeaf() {
 		return ""
 	}
-	if pki.Fingerprint(d.leaf) == fp {
+	if d.fingerprint() == fp {
 		// The chain is judged against the desired CA bundle only for the desired leaf: an old
 		// leaf from a rotated CA does not chain to the new bundle, and that is STALE_SERVED,
 		// not a missing intermediate.
@@ -797,7 +797,7 @@ func (a *auditor) checkServed(envoy string, r tlsprobe.Result, b *Binding, loade
 	ev["served_not_after"] = leaf.NotAfter.UTC().Format(time.RFC3339)
 	a.add(Finding{Code: StaleServed, Severity: a.staleSeverity(validityOf(leaf)), Subject: s, Evidence: ev, Inferred: b.Inferred(), Since: timePtr(d.changedAt),
 		Message: fmt.Sprintf("%s (SNI %s) serves %s, not the desired certificate of %s (%s), which changed %s ago",
-			r.Target.Address, quote(r.Target.SNI), short(fp), d.name(), short(pki.Fingerprint(d.leaf)), roundDur(age)),
+			r.Target.Address, quote(r.Target.SNI), short(fp), d.name(), short(d.fingerprint()), roundDur(age)),
 		Advice: "this Envoy did not reload; restart it, or move it to file-based or xDS SDS so it reloads by itself"})
 	return StateStale
 }
@@ -815,15 +815,15 @@ func anyMatches(loaded []loadedCert, c *x509.Certificate) bool {
 // build to the desired CA bundle although the desired chain does (an intermediate was dropped).
 func (a *auditor) checkServedChain(s Subject, chain []*x509.Certificate, d *desiredCert) {
 	var roots []*x509.Certificate
-	if len(d.it.CA) > 0 {
-		roots = d.it.CA
+	if x := d.x(); len(x.CA) > 0 {
+		roots = x.CA
 	}
-	rep := pki.CheckServedChain(chain, roots, a.now)
+	rep := a.chains.Check(chain, roots)
 	if rep.OK() {
 		return
 	}
 	a.add(Finding{Code: ChainIncomplete, Severity: Warning, Subject: s,
-		Evidence: map[string]string{"served_chain_length": fmt.Sprint(len(chain)), "desired_chain_length": fmt.Sprint(len(d.it.Chain))},
+		Evidence: map[string]string{"served_chain_length": fmt.Sprint(len(chain)), "desired_chain_length": fmt.Sprint(len(d.x().Chain))},
 		Message:  fmt.Sprintf("served chain for %s: %s", d.name(), rep.String()),
 		Advice:   "serve the full chain (leaf, then intermediates in order) so clients that lack the intermediate can verify it"})
 }

@@ -183,7 +183,7 @@ func (a *auditor) checkReplicas(recs []servedRecord) {
 		converging := false
 		for _, rec := range g {
 			count[pki.Fingerprint(rec.r.Chain[0])]++
-			if d := a.desired.lookup(rec.source, rec.item); d != nil && d.leaf != nil {
+			if d := a.desired.lookup(rec.source, rec.item); d != nil && d.hasLeaf() {
 				desired = d
 				if isStale, _ := a.stale(d); !isStale {
 					converging = true
@@ -194,8 +194,8 @@ func (a *auditor) checkReplicas(recs []servedRecord) {
 			continue
 		}
 		right := ""
-		if desired != nil && count[pki.Fingerprint(desired.leaf)] > 0 {
-			right = pki.Fingerprint(desired.leaf)
+		if desired != nil && count[desired.fingerprint()] > 0 {
+			right = desired.fingerprint()
 		} else {
 			best := 0
 			for _, fp := range slices.Sorted(maps.Keys(count)) {
@@ -391,7 +391,7 @@ func (a *auditor) presentedLeaves(ev *EnvoyView, source, item string, recs []ser
 		if !s.HasCertificate || len(s.Chain) == 0 {
 			continue
 		}
-		if named[s.Name] || (len(named) == 0 && d != nil && d.leaf != nil && pki.SameNames(s.Chain[0].DNSNames, d.leaf.DNSNames) && pki.SameNames(uriStrings(s.Chain[0]), uriStrings(d.leaf))) {
+		if named[s.Name] || (len(named) == 0 && d != nil && d.hasLeaf() && pki.SameNames(s.Chain[0].DNSNames, d.lf.DNSNames) && pki.SameNames(uriStrings(s.Chain[0]), d.lf.URIs)) {
 			out = append(out, liveLeaf{envoy: ev.Config.Name, view: "has loaded", cert: s.Chain[0], intermediates: s.Chain[1:]})
 		}
 	}

@@ -141,6 +141,7 @@ func TestKubernetesChecks(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := Run(tc.in, policy, now)
+			checkLazyAlike(t, tc.in, policy, now, r)
 			if diff := cmp.Diff(tc.want, summarize(r)); diff != "" {
 				t.Errorf("%s\n(-want +got):\n%s\nfindings: %+v", tc.reason, diff, r.Findings)
 			}
@@ -292,7 +293,9 @@ func TestLivePairing(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := Run(Inputs{Config: &config.Config{Pairings: pairings}, Desired: tc.desired, Envoys: tc.envoys}, config.DefaultPolicy, now)
+			in := Inputs{Config: &config.Config{Pairings: pairings}, Desired: tc.desired, Envoys: tc.envoys}
+			r := Run(in, config.DefaultPolicy, now)
+			checkLazyAlike(t, in, config.DefaultPolicy, now, r)
 			var gaps []gap
 			for _, x := range r.Findings {
 				if x.Code != CABundleGap {

@@ -10,8 +10,11 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 )
 
 // Memo remembers, from one Run to the next, which desired certificates were judged clean and
@@ -45,6 +48,24 @@ type Memo struct {
 	entries map[memoKey]memoEntry
 	hits    uint64
 	misses  uint64
+	// chains holds served-chain checks across Runs (pki.ChainCache: keyed by the chain's and the
+	// bundle's content, which is all the check reads).
+	chains *pki.ChainCache
+}
+
+// memoChains bounds the served chains a Memo remembers: far above the distinct chains of a
+// fleet (replicas serve one), and at ≈ 1 KB per entry a bounded cost.
+const memoChains = 4096
+
+// runChains bounds a Run's own served-chain cache when there is no Memo.
+const runChains = 1024
+
+// chainCache is the served-chain cache a Run uses: the Memo's, or a new one for this Run only.
+func (m *Memo) chainCache() *pki.ChainCache {
+	if m == nil {
+		return pki.NewChainCache(runChains)
+	}
+	return m.chains
 }
 
 type memoKey [sha256.Size]byte
@@ -55,11 +76,15 @@ type memoEntry struct {
 }
 
 // NewMemo returns an empty Memo.
-func NewMemo() *Memo { return &Memo{entries: map[memoKey]memoEntry{}} }
+func NewMemo() *Memo {
+	return &Memo{entries: map[memoKey]memoEntry{}, chains: pki.NewChainCache(memoChains)}
+}
 
-// MemoStats counts what the last Run found in a Memo.
+// MemoStats counts what the last Run found in a Memo, and (Chains) the served-chain checks it
+// answered since it was made.
 type MemoStats struct {
 	Entries, Hits, Misses int
+	Chains                pki.ChainCacheStats
 }
 
 // Stats says how many verdicts the Memo holds and how many the last Run reused or had to judge.
@@ -69,7 +94,7 @@ func (m *Memo) Stats() MemoStats {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return MemoStats{Entries: len(m.entries), Hits: int(m.hits), Misses: int(m.misses)}
+	return MemoStats{Entries: len(m.entries), Hits: int(m.hits), Misses: int(m.misses), Chains: m.chains.Stats()}
 }
 
 // memoRun is one Run's view of the Memo: the generation it marks, and the CA bundles it has
@@ -77,11 +102,17 @@ func (m *Memo) Stats() MemoStats {
 type memoRun struct {
 	m        *Memo
 	gen      uint64
-	caHashes map[*x509.Certificate][sha256.Size]byte
+	caHashes map[derRef][sha256.Size]byte
 	// policy is the digest of the whole policy the Run judges with, made once per Run: every
 	// field goes in, so a policy field added later can never be left out of the key.
 	policy    [sha256.Size]byte
 	hasPolicy bool
+}
+
+// derRef names a certificate's DER by where it is: items that share a bundle share its bytes.
+type derRef struct {
+	p *byte
+	n int
 }
 
 func (m *Memo) begin() *memoRun {
@@ -92,7 +123,7 @@ func (m *Memo) begin() *memoRun {
 	defer m.mu.Unlock()
 	m.gen++
 	m.hits, m.misses = 0, 0
-	return &memoRun{m: m, gen: m.gen, caHashes: map[*x509.Certificate][sha256.Size]byte{}}
+	return &memoRun{m: m, gen: m.gen, caHashes: map[derRef][sha256.Size]byte{}}
 }
 
 // end forgets the verdicts this Run did not use.
@@ -153,6 +184,17 @@ func validityWindow(d *desiredCert, now time.Time) (lo, hi time.Time, ok bool) {
 			hi = b
 		}
 	}
+	if l := d.it.Lazy; l != nil {
+		for _, cs := range [][]desired.Cert{l.Chain, l.CA} {
+			for _, c := range cs {
+				if c.Facts != nil {
+					see(c.NotBefore)
+					see(c.NotAfter)
+				}
+			}
+		}
+		return lo, hi, ok
+	}
 	for _, cs := range [][]*x509.Certificate{d.it.Chain, d.it.CA} {
 		for _, c := range cs {
 			if c == nil {
@@ -169,8 +211,43 @@ func validityWindow(d *desiredCert, now time.Time) (lo, hi time.Time, ok bool) {
 // remembered (a read error, no leaf, a public key it cannot encode).
 func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
 	it := d.it
-	if d.leaf == nil || it.ChainErr != nil || it.KeyErr != nil || it.CAErr != nil {
+	if !d.hasLeaf() || it.ChainErr != nil || it.KeyErr != nil || it.CAErr != nil {
 		return memoKey{}, false
+	}
+	// The same content gives the same key whether the item came parsed (files) or not
+	// (desired.Lazy, the inventory): DER, bundle hashes and key are written alike.
+	var chain, ca [][]byte
+	keyIsLeaf := false
+	if l := it.Lazy; l != nil {
+		// The facts carry each certificate's SHA-256: the key takes those rather than hashing
+		// the DER again (a different key from the parsed form's, which is never compared).
+		for i := range l.Chain {
+			if l.Chain[i].Facts == nil {
+				return memoKey{}, false
+			}
+			chain = append(chain, l.Chain[i].SHA256[:])
+		}
+		for i := range l.CA {
+			if l.CA[i].Facts == nil {
+				return memoKey{}, false
+			}
+			ca = append(ca, l.CA[i].SHA256[:])
+		}
+		keyIsLeaf = l.KeyIsLeaf
+	} else {
+		for _, c := range it.Chain {
+			if c == nil {
+				return memoKey{}, false
+			}
+			chain = append(chain, c.Raw)
+		}
+		for _, c := range it.CA {
+			if c == nil {
+				return memoKey{}, false
+			}
+			ca = append(ca, c.Raw)
+		}
+		keyIsLeaf = it.Key != nil && sameKey(it.Key.Public, it.Chain[0].PublicKey)
 	}
 	h := sha256.New()
 	var n [8]byte
@@ -178,6 +255,7 @@ func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
 		binary.BigEndian.PutUint64(n[:], uint64(v))
 		h.Write(n[:])
 	}
+	bytes := func(b []byte) { num(int64(len(b))); h.Write(b) }
 	str := func(s string) { num(int64(len(s))); h.Write([]byte(s)) }
 	if !r.hasPolicy {
 		r.policy, r.hasPolicy = sha256.Sum256(fmt.Appendf(nil, "%#v", policy)), true
@@ -186,22 +264,19 @@ func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
 	for _, s := range []string{d.source, d.item, it.CertPath, it.KeyPath, it.CAPath} {
 		str(s)
 	}
-	num(int64(len(it.Chain)))
-	for _, c := range it.Chain {
-		if c == nil {
-			return memoKey{}, false
-		}
-		str(string(c.Raw))
+	num(int64(len(chain)))
+	for _, der := range chain {
+		bytes(der)
 	}
-	num(int64(len(it.CA)))
-	for _, c := range it.CA {
-		if c == nil {
-			return memoKey{}, false
-		}
-		ch, ok := r.caHashes[c]
+	num(int64(len(ca)))
+	for _, der := range ca {
+		// Bundles are shared between Secrets: each certificate hashed once per Run (by the
+		// address of its DER, which the sharing items have in common).
+		p := derRef{unsafe.SliceData(der), len(der)}
+		ch, ok := r.caHashes[p]
 		if !ok {
-			ch = sha256.Sum256(c.Raw)
-			r.caHashes[c] = ch
+			ch = sha256.Sum256(der)
+			r.caHashes[p] = ch
 		}
 		h.Write(ch[:])
 	}
@@ -211,7 +286,7 @@ func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
 		num(1)
 		str(it.Key.Algorithm)
 		str(it.Key.Format)
-		if sameKey(it.Key.Public, d.leaf.PublicKey) {
+		if keyIsLeaf {
 			num(1) // the leaf's own public key, already in its DER
 		} else {
 			der, err := x509.MarshalPKIXPublicKey(it.Key.Public)
@@ -219,7 +294,7 @@ func (r *memoRun) key(d *desiredCert, policy config.Policy) (memoKey, bool) {
 				return memoKey{}, false
 			}
 			num(2)
-			str(string(der))
+			bytes(der)
 		}
 	}
 	var k memoKey

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"crypto/x509"
 	"testing"
 	"time"
 
@@ -116,7 +117,7 @@ func TestMemoNeverHidesAChange(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			m := NewMemo()
+			m, lm := NewMemo(), NewMemo()
 			var last Report
 			for i, r := range tc.rounds {
 				in := Inputs{Desired: r.desired, Config: &config.Config{}}
@@ -126,10 +127,19 @@ func TestMemoNeverHidesAChange(t *testing.T) {
 				if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
 					t.Fatalf("%s\nround %d: report with the memo differs from without (-without +with):\n%s", tc.reason, i+1, d)
 				}
+				// The same rounds with the certificates unparsed, as the Kubernetes mode hands them.
+				lin := lazyInputs(in)
+				lin.Memo = lm
+				if d := cmp.Diff(want, Run(lin, config.DefaultPolicy, r.at), cmpopts.EquateEmpty()); d != "" {
+					t.Fatalf("%s\nround %d: unparsed certificates with a memo judged differently (-parsed, no memo +unparsed, memo):\n%s", tc.reason, i+1, d)
+				}
 				last = got
 			}
 			if st := m.Stats(); st.Hits != tc.hits {
 				t.Errorf("%s\nlast round reused %d clean verdicts, want %d (%+v)", tc.reason, st.Hits, tc.hits, st)
+			}
+			if st := lm.Stats(); st.Hits != tc.hits {
+				t.Errorf("%s\nunparsed: last round reused %d clean verdicts, want %d (%+v)", tc.reason, st.Hits, tc.hits, st)
 			}
 			if tc.want == "" {
 				if len(last.Findings) != 0 {
@@ -163,5 +173,61 @@ func TestMemoForgetsDeletedSources(t *testing.T) {
 	Run(Inputs{Memo: m}, config.DefaultPolicy, now.Add(2*time.Minute))
 	if n := m.Stats().Entries; n != 0 {
 		t.Fatalf("after every Secret was deleted the memo holds %d verdicts", n)
+	}
+}
+
+// TestMemoRejudgesServedChains: served chains are checked through the Memo's chain cache across
+// rounds, and a round whose served chain or desired bundle changed is judged on what it holds now
+// (CHAIN_INCOMPLETE appears and goes), with the same report as a Run without a memo.
+func TestMemoRejudgesServedChains(t *testing.T) {
+	f := newFixture(t)
+	api := func(bundle ...*x509.Certificate) []desired.Observation {
+		return []desired.Observation{desiredObs("api", f.viaInter, now, func(it *desired.Item) {
+			it.CA, it.CAPath = bundle, "/etc/api/ca.crt"
+		})}
+	}
+	eps := []config.Endpoint{{Address: "127.0.0.1:10001", SNI: []string{"api.example.com"}, Source: "api"}}
+	serving := func(chain ...*x509.Certificate) []EnvoyView {
+		// Two replicas serving the same chain: the second is a hit within the round.
+		return []EnvoyView{envoy("edge-1", nil, eps, served("127.0.0.1:10001", "api.example.com", chain...)),
+			envoy("edge-2", nil, eps, served("127.0.0.1:10001", "api.example.com", chain...))}
+	}
+	full, alone := f.viaInter.Chain(), []*x509.Certificate{f.viaInter.Cert}
+	rounds := []struct {
+		what    string
+		desired []desired.Observation
+		envoys  []EnvoyView
+		want    bool // CHAIN_INCOMPLETE expected
+		misses  uint64
+	}{
+		{"full chain served", api(f.ca.Cert), serving(full...), false, 1},
+		{"the same again", api(f.ca.Cert), serving(full...), false, 0},
+		{"the intermediate dropped", api(f.ca.Cert), serving(alone...), true, 1},
+		{"restored", api(f.ca.Cert), serving(full...), false, 0},
+		{"the bundle replaced by another CA", api(f.ca2.Cert), serving(full...), true, 1},
+	}
+	m := NewMemo()
+	for i, r := range rounds {
+		at := now.Add(time.Duration(i) * time.Minute)
+		in := Inputs{Desired: r.desired, Envoys: r.envoys, Config: &config.Config{}}
+		want := Run(in, config.DefaultPolicy, at)
+		in.Memo = m
+		before := m.Stats().Chains
+		got := Run(in, config.DefaultPolicy, at)
+		if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
+			t.Fatalf("round %d (%s): report with the memo differs from without (-without +with):\n%s", i+1, r.what, d)
+		}
+		has := false
+		for _, fd := range got.Findings {
+			has = has || fd.Code == ChainIncomplete
+		}
+		if has != r.want {
+			t.Errorf("round %d (%s): CHAIN_INCOMPLETE reported = %v, want %v: %+v", i+1, r.what, has, r.want, got.Findings)
+		}
+		after := m.Stats().Chains
+		if misses := after.Misses - before.Misses; misses != r.misses || after.Hits-before.Hits != 2-misses {
+			t.Errorf("round %d (%s): %d checks, %d of them from the cache; want %d checked", i+1, r.what,
+				after.Misses-before.Misses+after.Hits-before.Hits, after.Hits-before.Hits, r.misses)
+		}
 	}
 }

@@ -24,14 +24,14 @@ func (a *auditor) checkPairings() {
 					fmt.Sprintf("pairing %s names %s as its %s, which was not found", pairName(p), refName(missing.ref.Source, missing.ref.Item), missing.as))
 			}
 		}
-		if bundle == nil || leaf == nil || leaf.leaf == nil {
+		if bundle == nil || leaf == nil || leaf.leafX() == nil {
 			continue // unreadable sources have PARSE_ERROR findings, missing ones SOURCE_MISSING
 		}
-		ca := bundle.it.CA
+		ca := bundle.x().CA
 		where := bundle.it.CAPath
 		if len(ca) == 0 {
 			// A source that only holds a bundle may keep it in its certificate file.
-			ca, where = bundle.it.Chain, bundle.it.CertPath
+			ca, where = bundle.x().Chain, bundle.it.CertPath
 		}
 		s := Subject{Source: p.Leaf.Source, Item: p.Leaf.Item, File: where}
 		if len(ca) == 0 {
@@ -46,7 +46,7 @@ func (a *auditor) checkPairings() {
 		if changed := later(bundle.changedAt, leaf.changedAt); !changed.IsZero() && a.now.Sub(changed) <= a.policy.Grace.D() {
 			sev = Warning
 		}
-		a.checkBundleCovers(s, sev, ca, leaf.leaf, leaf.it.Chain[1:], fmt.Sprintf("pairing %s: the trust bundle of %s (%s)", pairName(p), bundle.name(), where))
+		a.checkBundleCovers(s, sev, ca, leaf.leafX(), leaf.x().Chain[1:], fmt.Sprintf("pairing %s: the trust bundle of %s (%s)", pairName(p), bundle.name(), where))
 	}
 }
 

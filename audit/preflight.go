@@ -198,8 +198,8 @@ func Preflight(in Inputs, cands []desired.Candidate, policy config.Policy, now t
 			return *out, &PreflightInputError{Source: refName(c.Source, c.Item), From: c.From, Msg: "given twice"}
 		}
 		pc := &pfCand{c: c, d: d}
-		pc.leafChanged = len(c.Chain) > 0 && (d.leaf == nil || pki.Fingerprint(d.leaf) != pki.Fingerprint(c.Chain[0]))
-		pc.bundleChng = len(c.Bundle) > 0 && !sameFingerprints(c.Bundle, d.it.CA)
+		pc.leafChanged = len(c.Chain) > 0 && (!d.hasLeaf() || d.fingerprint() != pki.Fingerprint(c.Chain[0]))
+		pc.bundleChng = len(c.Bundle) > 0 && !sameFingerprints(c.Bundle, d.x().CA)
 		p.cands = append(p.cands, pc)
 		p.byRef[[2]string{c.Source, c.Item}] = pc
 		sc := PreflightCandidate{Source: c.Source, Item: c.Item, From: c.From, LeafChanged: pc.leafChanged, BundleChanged: pc.bundleChng}
@@ -341,16 +341,16 @@ func (p *preflight) verifiers(r config.Ref) []pfTrust {
 			// with the source cannot be told.
 			out = append(out, pfTrust{who: ev.Config.Name, ev: ev, unknown: "its admin's /config_dump could not be read"})
 		case ev.Admin == nil && d != nil:
-			if ok, why := p.noAdminView(ev, d); ok && len(d.it.CA) > 0 {
-				out = append(out, pfTrust{who: ev.Config.Name, ev: ev, where: "assumed: the bundle " + d.name() + " holds now, no admin to read", cas: d.it.CA})
+			if ok, why := p.noAdminView(ev, d); ok && len(d.x().CA) > 0 {
+				out = append(out, pfTrust{who: ev.Config.Name, ev: ev, where: "assumed: the bundle " + d.name() + " holds now, no admin to read", cas: d.x().CA})
 			} else if !ok {
 				out = append(out, pfTrust{who: ev.Config.Name, ev: ev, unknown: why})
 			}
 		}
 	}
-	if len(out) == 0 && d != nil && len(d.it.CA) > 0 {
+	if len(out) == 0 && d != nil && len(d.x().CA) > 0 {
 		p.assumeOutside(d.name(), "bundle")
-		out = append(out, pfTrust{who: "the peer verifying with " + d.name() + " (not an Envoy certdrift reads)", where: "assumed: the bundle " + d.name() + " holds now", cas: d.it.CA})
+		out = append(out, pfTrust{who: "the peer verifying with " + d.name() + " (not an Envoy certdrift reads)", where: "assumed: the bundle " + d.name() + " holds now", cas: d.x().CA})
 	}
 	return out
 }
@@ -376,17 +376,17 @@ func (p *preflight) presenters(r config.Ref) []pfLeaf {
 			out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, unknown: "its admin did not answer"})
 		case ev.Admin != nil && ev.Admin.ConfigErr != nil:
 			out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, unknown: "its admin's /config_dump could not be read"})
-		case ev.Admin == nil && d != nil && d.leaf != nil:
+		case ev.Admin == nil && d != nil && d.leafX() != nil:
 			if ok, why := p.noAdminView(ev, d); ok {
-				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, view: "presents now (assumed: the leaf " + d.name() + " holds, no admin to read)", cert: d.leaf, inter: d.it.Chain[1:]})
+				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, view: "presents now (assumed: the leaf " + d.name() + " holds, no admin to read)", cert: d.leafX(), inter: d.x().Chain[1:]})
 			} else {
 				out = append(out, pfLeaf{who: ev.Config.Name, ev: ev, unknown: why})
 			}
 		}
 	}
-	if len(out) == 0 && d != nil && d.leaf != nil {
+	if len(out) == 0 && d != nil && d.leafX() != nil {
 		p.assumeOutside(d.name(), "leaf")
-		out = append(out, pfLeaf{who: "the peer presenting " + d.name() + " (not an Envoy certdrift reads)", view: "presents now (assumed: the leaf " + d.name() + " holds)", cert: d.leaf, inter: d.it.Chain[1:]})
+		out = append(out, pfLeaf{who: "the peer presenting " + d.name() + " (not an Envoy certdrift reads)", view: "presents now (assumed: the leaf " + d.name() + " holds)", cert: d.leafX(), inter: d.x().Chain[1:]})
 	}
 	return out
 }
@@ -644,8 +644,8 @@ func sdsSecretFor(snap *envoystate.Snapshot, file string, d *desiredCert, trust 
 			return w != "" && filepath.Clean(w) == dir
 		},
 		func(s envoystate.Secret) bool {
-			return !trust && d.leaf != nil && len(s.Chain) > 0 && s.Chain[0] != nil &&
-				pki.SameNames(s.Chain[0].DNSNames, d.leaf.DNSNames) && pki.SameNames(uriStrings(s.Chain[0]), uriStrings(d.leaf))
+			return !trust && d.leafX() != nil && len(s.Chain) > 0 && s.Chain[0] != nil &&
+				pki.SameNames(s.Chain[0].DNSNames, d.lf.DNSNames) && pki.SameNames(uriStrings(s.Chain[0]), d.lf.URIs)
 		},
 	} {
 		for _, s := range snap.Secrets {
@@ -717,7 +717,7 @@ func (p *preflight) steps() {
 		for _, b := range sortedKeys(bundles) {
 			c := p.byRef[refKey(b)]
 			switch {
-			case c != nil && c.bundleChng && !rejectedOld[b] && !newLeafRejectedFor(p.out.Handshakes, b) && keepsCAs(c.c.Bundle, c.d.it.CA):
+			case c != nil && c.bundleChng && !rejectedOld[b] && !newLeafRejectedFor(p.out.Handshakes, b) && keepsCAs(c.c.Bundle, c.d.x().CA):
 				add(fmt.Sprintf("Write the candidate CA bundle of %s (%s); leave its leaf as it is.", b, c.c.From))
 				keptOld = keptOld || len(c.c.Bundle) > 1
 			default:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
@@ -29,6 +30,9 @@ type auditor struct {
 	memo *memoRun
 	// envoys are the Envoys judged, in canonical order (served records point into it).
 	envoys []EnvoyView
+	// chains checks served chains once per distinct (chain, bundle): the Memo's, kept across
+	// Runs, or one for this Run (a fleet's replicas serve the same chain).
+	chains *pki.ChainCache
 }
 
 // Run judges in against policy at time now. It is a pure function: the same inputs give the same
@@ -48,7 +52,7 @@ func run(in Inputs, policy config.Policy, now time.Time) (*auditor, Report) {
 	}
 	in.Desired, in.Envoys = canonicalDesired(in.Desired), canonicalEnvoys(in.Envoys)
 	a := &auditor{now: now, policy: policy, cfg: cfg, desired: indexDesired(in.Desired), seenValidity: map[string]bool{},
-		pathIndex: map[*envoystate.Snapshot]map[string][]envoystate.CertDetail{}, memo: in.Memo.begin()}
+		pathIndex: map[*envoystate.Snapshot]map[string][]envoystate.CertDetail{}, memo: in.Memo.begin(), chains: in.Memo.chainCache()}
 	a.checkDesired(in.Desired)
 	a.memo.end()
 	a.checkPairings()

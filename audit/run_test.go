@@ -331,6 +331,7 @@ func TestRun(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := Run(tc.in, policy, now)
+			checkLazyAlike(t, tc.in, policy, now, r)
 			if diff := cmp.Diff(tc.want, summarize(r), cmp.Transformer("nil", func(s []string) []string {
 				if len(s) == 0 {
 					return nil

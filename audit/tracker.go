@@ -2,8 +2,6 @@ package audit
 
 import (
 	"time"
-
-	"github.com/certdrift/certdrift/pki"
 )
 
 // TrackKey identifies a binding across rounds: one per Envoy and desired certificate (Run keeps
@@ -62,13 +60,14 @@ func DesiredSources(in Inputs) []DesiredSource {
 	for _, o := range in.Desired {
 		d := DesiredSource{Source: o.Ref.String(), ChangedAt: o.ChangedAt}
 		for _, it := range o.Items {
-			if len(it.Chain) == 0 {
+			fp := it.LeafFingerprint()
+			if fp == "" {
 				continue
 			}
 			if d.Leaves == nil {
 				d.Leaves = make(map[string]string, len(o.Items))
 			}
-			d.Leaves[it.Name] = pki.Fingerprint(it.Chain[0])
+			d.Leaves[it.Name] = fp
 		}
 		out = append(out, d)
 	}

@@ -102,7 +102,7 @@ func (a *auditor) trustBindings(ev *EnvoyView) []*trustBinding {
 	var out []*trustBinding
 	byRef := map[[2]string]*trustBinding{}
 	bind := func(d *desiredCert, origin string, lb loadedBundle) {
-		if d == nil || (len(d.it.CA) == 0 && d.it.CAErr == nil) {
+		if d == nil || (!d.it.HasCA() && d.it.CAErr == nil) {
 			return
 		}
 		k := [2]string{d.source, d.item}
@@ -187,7 +187,7 @@ func (a *auditor) checkTrust(ev *EnvoyView) {
 		if ev.Pod != nil {
 			b.Workload = ev.Pod.Workload
 		}
-		desired := tb.d.it.CA
+		desired := tb.d.x().CA
 		slices.SortStableFunc(tb.loaded, func(x, y loadedBundle) int {
 			return cmp.Or(compareBool(x.cas == nil, y.cas == nil), cmp.Compare(x.where, y.where))
 		})
@@ -298,10 +298,10 @@ func sameFingerprints(x, y []*x509.Certificate) bool {
 // with the desired bundle: every peer already presenting a leaf of the new CA is rejected now.
 func (a *auditor) reportStaleTrust(ev *EnvoyView, b *Binding, tb *trustBinding, lb loadedBundle, age time.Duration) {
 	d := tb.d
-	desired := fingerprints(d.it.CA)
+	desired := fingerprints(d.x().CA)
 	ev2 := map[string]string{
-		"desired_fingerprint_sha256": pki.Fingerprint(d.it.CA[0]),
-		"desired_cas":                fmt.Sprint(len(d.it.CA)),
+		"desired_fingerprint_sha256": pki.Fingerprint(d.x().CA[0]),
+		"desired_cas":                fmt.Sprint(len(d.x().CA)),
 		"desired_changed_at":         d.changedAt.UTC().Format(time.RFC3339),
 		"loaded_from":                lb.where,
 	}
@@ -328,7 +328,7 @@ func (a *auditor) reportStaleTrust(ev *EnvoyView, b *Binding, tb *trustBinding, 
 		}
 		ev2["missing_fingerprints_sha256"] = strings.Join(missing, ",")
 	} else {
-		common = slices.ContainsFunc(d.it.CA, func(c *x509.Certificate) bool {
+		common = slices.ContainsFunc(d.x().CA, func(c *x509.Certificate) bool {
 			return slices.ContainsFunc(lb.listed, func(v validity) bool { return matchesSummary(v, c) })
 		})
 	}
@@ -338,7 +338,7 @@ func (a *auditor) reportStaleTrust(ev *EnvoyView, b *Binding, tb *trustBinding, 
 	}
 	a.add(Finding{Code: StaleTrust, Severity: sev, Subject: trustSubject(ev, b), Evidence: ev2, Since: timePtr(d.changedAt),
 		Message: fmt.Sprintf("Envoy %s trusts %s (%s), not the desired CA bundle of %s (%s), which changed %s ago",
-			ev.Config.Name, trustDescription(lb), lb.where, d.name(), plural(len(d.it.CA), "CA"), roundDur(age)),
+			ev.Config.Name, trustDescription(lb), lb.where, d.name(), plural(len(d.x().CA), "CA"), roundDur(age)),
 		Advice: "this Envoy did not reload its validation context: restart it, and deliver the trust bundle by SDS (file-based with watched_directory, or xDS) so that it reloads by itself"})
 }
 

@@ -31,8 +31,8 @@ func (a *auditor) checkUnbound(ev *EnvoyView, bs []*Binding, loaded map[*Binding
 		for _, l := range loaded[b] {
 			accounted[l.v.key()] = true
 		}
-		if d := a.desired.lookup(b.Source, b.Item); d != nil && d.leaf != nil {
-			accounted[validityOf(d.leaf).key()] = true
+		if d := a.desired.lookup(b.Source, b.Item); d != nil && d.hasLeaf() {
+			accounted[validity{serial: d.lf.Serial, notAfter: d.lf.NotAfter}.key()] = true
 		}
 	}
 	type unbound struct {

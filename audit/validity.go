@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 )
 
 // validity is what the expiry checks need of a certificate; /certs gives no more than this.
@@ -60,6 +61,27 @@ func (a *auditor) checkValidity(view string, s Subject, chain []*x509.Certificat
 		}
 		a.checkValidityOf(view, s, validityOf(c), what, served)
 	}
+}
+
+// checkValidityFacts is checkValidity for certificates kept unparsed: the same findings from
+// the facts the inventory kept (the same serial, names, times and fingerprint).
+func (a *auditor) checkValidityFacts(view string, s Subject, chain []desired.Cert) {
+	for i, c := range chain {
+		if c.Facts == nil {
+			continue
+		}
+		what := "certificate"
+		if i > 0 {
+			what = fmt.Sprintf("chain certificate #%d", i)
+		}
+		a.checkValidityOf(view, s, validityOfFacts(c), what, false)
+	}
+}
+
+func validityOfFacts(c desired.Cert) validity {
+	f := c.Facts
+	return validity{serial: f.Serial, subject: certName(f.DNSNames, f.URIs, f.CommonName, f.Serial),
+		notBefore: f.NotBefore, notAfter: f.NotAfter, fingerprint: c.Fingerprint()}
 }
 
 // checkValidityOf judges one certificate; what names it in the message ("certificate", "chain

@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/certdrift/certdrift/pki"
+	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
 )
 
@@ -133,7 +134,7 @@ func caFromCert(view, fp string, c *x509.Certificate) caSeries {
 // bundles of validation secrets in config_dump (whole certificates), and the CA entries of
 // /certs, which carry only serial and validity — matched to a CA certificate seen elsewhere
 // (known, by serial and expiry) to borrow its fingerprint, else exposed with an empty one.
-func (x *caIndex) envoy(a *envoystate.Snapshot, known map[string]*x509.Certificate) {
+func (x *caIndex) envoy(a *envoystate.Snapshot, known knownCerts) {
 	var certs []*x509.Certificate
 	for _, sec := range a.Secrets {
 		if !sec.HasValidation || sec.State == envoystate.SecretWarming {
@@ -150,7 +151,7 @@ func (x *caIndex) envoy(a *envoystate.Snapshot, known map[string]*x509.Certifica
 			if d.Serial == nil {
 				continue
 			}
-			if k := known[serialKey(d.Serial, d.Expiration)]; k != nil {
+			if k := known.get(d.Serial, d.Expiration); k != nil {
 				certs = append(certs, k)
 				continue
 			}
@@ -183,19 +184,30 @@ func minTime(a, b time.Time) time.Time {
 // caSeriesOf derives the CA series of a round for the shard's own sources and Envoys, per view.
 func caSeriesOf(r Round, shard Shard) (desiredCAs, loadedCAs []caSeries) {
 	fps := map[*x509.Certificate]string{}
-	desired, loaded := newCAIndex("desired", fps), newCAIndex("loaded", fps)
+	wanted, loaded := newCAIndex("desired", fps), newCAIndex("loaded", fps)
 	// Every CA certificate of the round by serial and expiry, for /certs entries to borrow from.
-	known := map[string]*x509.Certificate{}
+	known := knownCerts{}
 	remember := func(cs []*x509.Certificate) {
 		for _, c := range cs {
-			if c != nil && c.SerialNumber != nil {
-				known[serialKey(c.SerialNumber, c.NotAfter)] = c
-			}
+			known.add(c)
 		}
+	}
+	// Bundles kept unparsed (desired.Lazy) are parsed once per round each: items sharing one
+	// share its slice.
+	bundles := map[*desired.Cert][]*x509.Certificate{}
+	caOf := func(it desired.Item) []*x509.Certificate {
+		if it.Lazy == nil {
+			return it.CA
+		}
+		it.LoadCA(bundles)
+		if len(it.Lazy.CA) == 0 {
+			return nil
+		}
+		return bundles[&it.Lazy.CA[0]]
 	}
 	for _, o := range r.Inputs.Desired {
 		for _, it := range o.Items {
-			remember(it.CA)
+			remember(caOf(it))
 		}
 	}
 	for _, ev := range r.Inputs.Envoys {
@@ -211,8 +223,8 @@ func caSeriesOf(r Round, shard Shard) (desiredCAs, loadedCAs []caSeries) {
 			continue
 		}
 		for _, it := range o.Items {
-			if len(it.CA) > 0 {
-				desired.bundle(it.CA)
+			if ca := caOf(it); len(ca) > 0 {
+				wanted.bundle(ca)
 			}
 		}
 	}
@@ -221,5 +233,5 @@ func caSeriesOf(r Round, shard Shard) (desiredCAs, loadedCAs []caSeries) {
 			loaded.envoy(ev.Admin, known)
 		}
 	}
-	return desired.series(), loaded.series()
+	return wanted.series(), loaded.series()
 }

@@ -106,20 +106,40 @@ func (s *certSeriesSet) add(v certView, c certFacts, kv ...string) {
 // desired renders the desired certificates of one source.
 func (s *certSeriesSet) desired(o desired.Observation, kubernetes bool) {
 	for _, it := range o.Items {
-		if len(it.Chain) == 0 {
+		leaf := desiredLeaf(&it)
+		if leaf == nil {
 			continue
 		}
 		loc := ""
 		if !kubernetes {
 			loc = cmpOr(it.CertPath, it.Name)
 		}
-		s.add(desiredView, factsOf(it.Chain[0]), "source", sourceLabel(o.Ref.String(), it.Name), "location", loc)
+		s.add(desiredView, factsOf(leaf), "source", sourceLabel(o.Ref.String(), it.Name), "location", loc)
 	}
+}
+
+// desiredLeaf is an item's leaf, parsed for this one rendering when it is kept unparsed
+// (desired.Lazy): a desired object is rendered only when its source changed (objects.go).
+func desiredLeaf(it *desired.Item) *x509.Certificate {
+	if it.Lazy == nil {
+		if len(it.Chain) == 0 {
+			return nil
+		}
+		return it.Chain[0]
+	}
+	if len(it.Lazy.Chain) == 0 {
+		return nil
+	}
+	x, err := x509.ParseCertificate(it.Lazy.Chain[0].DER)
+	if err != nil {
+		return nil // parsed when the Secret was read; unreachable
+	}
+	return x
 }
 
 // loaded renders the certificates one Envoy's admin reports: SDS secrets from config_dump (with
 // their whole certificate) and the /certs contexts not delivered by SDS.
-func (s *certSeriesSet) loaded(a *envoystate.Snapshot, namespace, envoy string, bs []audit.Binding, known map[string]*x509.Certificate) {
+func (s *certSeriesSet) loaded(a *envoystate.Snapshot, namespace, envoy string, bs []audit.Binding, known knownCerts) {
 	inlined := false
 	for _, sec := range a.Secrets {
 		if !sec.HasCertificate || len(sec.Chain) == 0 || sec.State == envoystate.SecretWarming {
@@ -155,7 +175,7 @@ func (s *certSeriesSet) loaded(a *envoystate.Snapshot, namespace, envoy string, 
 		f := certFacts{notBefore: nanoOrZero(d.ValidFrom.IsZero(), d.ValidFrom.UnixNano()), notAfter: nanoOrZero(d.Expiration.IsZero(), d.Expiration.UnixNano())}
 		if d.Serial != nil {
 			f.serial = d.Serial.Text(16)
-			if k := known[serialKey(d.Serial, d.Expiration)]; k != nil {
+			if k := known.get(d.Serial, d.Expiration); k != nil {
 				f = factsOf(k)
 			}
 		}

@@ -40,10 +40,7 @@ type desiredFromItem struct {
 func desiredFromOf(o desired.Observation, kubernetes bool) *desiredFrom {
 	f := &desiredFrom{kubernetes: kubernetes, items: make([]desiredFromItem, 0, len(o.Items))}
 	for _, it := range o.Items {
-		fi := desiredFromItem{name: it.Name, certPath: it.CertPath}
-		if len(it.Chain) > 0 && it.Chain[0] != nil {
-			fi.leaf = it.Chain[0].Raw
-		}
+		fi := desiredFromItem{name: it.Name, certPath: it.CertPath, leaf: it.LeafDER()}
 		f.items = append(f.items, fi)
 	}
 	return f
@@ -58,10 +55,7 @@ func (f *desiredFrom) renders(o desired.Observation, kubernetes bool) bool {
 	}
 	for i, it := range o.Items {
 		fi := f.items[i]
-		var leaf []byte
-		if len(it.Chain) > 0 && it.Chain[0] != nil {
-			leaf = it.Chain[0].Raw
-		}
+		leaf := it.LeafDER()
 		if fi.name != it.Name || fi.certPath != it.CertPath || (leaf == nil) != (fi.leaf == nil) || !bytes.Equal(fi.leaf, leaf) {
 			return false
 		}
@@ -138,15 +132,14 @@ func roundObjects(r Round, shard Shard, converging int, prev objects) objects {
 
 	// Known certificates by serial and expiry: /certs gives neither fingerprint nor issuer, so a
 	// loaded entry borrows them from the same certificate seen in another view, when there is one.
-	known := map[string]*x509.Certificate{}
-	remember := func(c *x509.Certificate) {
-		if c != nil && c.SerialNumber != nil {
-			known[serialKey(c.SerialNumber, c.NotAfter)] = c
-		}
-	}
+	known := knownCerts{}
+	remember := known.add
 	for _, o := range r.Inputs.Desired {
 		for _, it := range o.Items {
-			if len(it.Chain) > 0 {
+			switch {
+			case it.Lazy != nil && len(it.Lazy.Chain) > 0:
+				known.addLazy(it.Lazy.Chain[0])
+			case len(it.Chain) > 0:
 				remember(it.Chain[0])
 			}
 		}
@@ -251,6 +244,46 @@ func bindingsByEnvoy(bs []audit.Binding) map[string][]audit.Binding {
 		m[b.Envoy] = append(m[b.Envoy], b)
 	}
 	return m
+}
+
+// knownCerts are a round's certificates by serial and expiry (serialKey), for /certs entries,
+// which carry neither fingerprint nor issuer, to borrow them from the same certificate seen in
+// another view. A later add of the same key replaces the earlier one. A desired certificate kept
+// unparsed (desired.Lazy) is parsed only when an entry borrows from it.
+type knownCerts map[string]*knownCert
+
+type knownCert struct {
+	x   *x509.Certificate
+	der []byte // unparsed until get
+}
+
+func (k knownCerts) add(c *x509.Certificate) {
+	if c != nil && c.SerialNumber != nil {
+		k[serialKey(c.SerialNumber, c.NotAfter)] = &knownCert{x: c}
+	}
+}
+
+func (k knownCerts) addLazy(c desired.Cert) {
+	if c.Facts != nil && c.Serial != nil {
+		k[serialKey(c.Serial, c.NotAfter)] = &knownCert{der: c.DER}
+	}
+}
+
+// get is the certificate with that serial and expiry, nil when none is known.
+func (k knownCerts) get(serial *big.Int, notAfter time.Time) *x509.Certificate {
+	e := k[serialKey(serial, notAfter)]
+	if e == nil {
+		return nil
+	}
+	if e.x == nil && e.der != nil {
+		x, err := x509.ParseCertificate(e.der)
+		if err != nil {
+			e.der = nil // parsed when the Secret was read; unreachable, but never a panic
+			return nil
+		}
+		e.x, e.der = x, nil
+	}
+	return e.x
 }
 
 func serialKey(serial *big.Int, notAfter time.Time) string {

@@ -66,13 +66,13 @@ func (q *desiredQueue) run(ctx context.Context, store *collector.Store) {
 }
 
 // desiredUpdates converts Secret changes into the store's updates, with the same conversion a
-// round's Gather uses (kube.Snapshot.Observations), so both paths expose the same series.
+// round's Gather uses (kube.Snapshot.LazyObservations), so both paths expose the same series.
 func desiredUpdates(changes []kube.Change) []collector.DesiredUpdate {
 	snap := kube.Snapshot{Secrets: make([]*kube.SecretSummary, 0, len(changes))}
 	for _, c := range changes {
 		snap.Secrets = append(snap.Secrets, c.Secret)
 	}
-	obs := snap.Observations()
+	obs := snap.LazyObservations(nil) // a few Secrets: each certificate parsed once for its facts
 	out := make([]collector.DesiredUpdate, len(changes))
 	for i, c := range changes {
 		out[i] = collector.DesiredUpdate{Observation: obs[i], Deleted: c.Op == kube.Deleted}

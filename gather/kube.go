@@ -90,8 +90,11 @@ type Session struct {
 	// verdicts carries the audit's clean verdicts on unchanged desired certificates from round to
 	// round (audit.Memo): a serve round with no Secret changed skips their signature checks.
 	verdicts *audit.Memo
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
+	// facts keeps each desired certificate's facts between rounds (kube.FactsCache), so that a
+	// round parses only the certificates of Secrets that changed.
+	facts *kube.FactsCache
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
 }
 
 // Start starts the informers and waits (up to SyncTimeout) for their initial lists. It fails
@@ -135,7 +138,7 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Session{inv: inv, disc: disc, dialer: dialer, cm: cm, policy: policy, opt: opt, stop: stop, verdicts: audit.NewMemo()}
+	s := &Session{inv: inv, disc: disc, dialer: dialer, cm: cm, policy: policy, opt: opt, stop: stop, verdicts: audit.NewMemo(), facts: kube.NewFactsCache()}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = inv.Run(runCtx) }()
 	go func() { defer s.wg.Done(); _ = disc.Run(runCtx) }()
@@ -244,7 +247,9 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 	if n := len(extra.Secrets) + len(extra.ConfigMaps); n > 0 {
 		log.Debug("mounted sources read by name", "sources", n)
 	}
-	desired := slices.Concat(inv.Observations(), extra.Observations())
+	// Unparsed (desired.Lazy): a round parses only what changed or what a check needs.
+	s.facts.Round()
+	desired := slices.Concat(inv.LazyObservations(s.facts), extra.LazyObservations(s.facts))
 	keys := bind.KeysOf(inv, extra)
 	leaves := bind.DesiredNames(desired)
 	lookup := bind.Lookup(desired)

@@ -75,6 +75,12 @@ func (r ChainReport) String() string {
 // Time is not judged here (EXPIRED findings cover every certificate of a chain); the full
 // verification at `at` is returned in the report for callers that want it.
 func CheckServedChain(chain []*x509.Certificate, roots []*x509.Certificate, at time.Time) ChainReport {
+	return checkServedChain(chain, roots, &at)
+}
+
+// checkServedChain is CheckServedChain; with at nil it leaves out the full verification, which
+// no issue depends on (ChainCache).
+func checkServedChain(chain []*x509.Certificate, roots []*x509.Certificate, at *time.Time) ChainReport {
 	var rep ChainReport
 	chain = nonNil(chain)
 	if len(chain) == 0 {
@@ -136,14 +142,16 @@ func CheckServedChain(chain []*x509.Certificate, roots []*x509.Certificate, at t
 	if len(roots) == 0 {
 		return rep
 	}
-	others := make([]*x509.Certificate, 0, len(chain)-1)
-	for i, c := range chain {
-		if i != start {
-			others = append(others, c)
+	if at != nil {
+		others := make([]*x509.Certificate, 0, len(chain)-1)
+		for i, c := range chain {
+			if i != start {
+				others = append(others, c)
+			}
 		}
+		v := Verify(chain[start], others, roots, *at, x509.ExtKeyUsageAny)
+		rep.Verify = &v
 	}
-	v := Verify(chain[start], others, roots, at, x509.ExtKeyUsageAny)
-	rep.Verify = &v
 	top := chain[rep.Path[len(rep.Path)-1]]
 	if anchored(top, roots) {
 		return rep

@@ -13,8 +13,11 @@ import (
 
 // Fingerprint is the lower-case hex SHA-256 of the certificate's DER encoding, the identity
 // certdrift uses to compare views.
-func Fingerprint(c *x509.Certificate) string {
-	sum := sha256.Sum256(c.Raw)
+func Fingerprint(c *x509.Certificate) string { return FingerprintDER(c.Raw) }
+
+// FingerprintDER is Fingerprint of a certificate's DER, without parsing it.
+func FingerprintDER(der []byte) string {
+	sum := sha256.Sum256(der)
 	return hex.EncodeToString(sum[:])
 }
 

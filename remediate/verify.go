@@ -41,9 +41,9 @@ func CheckConverged(in audit.Inputs, rep audit.Report, envoys []string) (string,
 	desired := map[string][]string{} // source → desired leaf fingerprints (one per merged item)
 	for _, o := range in.Desired {
 		for _, it := range o.Items {
-			if len(it.Chain) > 0 {
+			if fp := it.LeafFingerprint(); fp != "" {
 				name := o.Ref.String()
-				desired[name] = append(desired[name], pki.Fingerprint(it.Chain[0]))
+				desired[name] = append(desired[name], fp)
 			}
 		}
 	}

@@ -60,7 +60,7 @@ func Lookup(obs []desired.Observation) SecretLookup {
 		name := o.Ref.String()
 		i := m[name]
 		for _, it := range o.Items {
-			i.hasCA = i.hasCA || len(it.CA) > 0
+			i.hasCA = i.hasCA || it.HasCA()
 		}
 		m[name] = i
 	}
@@ -76,10 +76,11 @@ func DesiredNames(obs []desired.Observation) map[string][]string {
 	for _, o := range obs {
 		name := o.Ref.String()
 		for _, it := range o.Items {
-			if len(it.Chain) == 0 {
+			f := it.LeafFacts()
+			if f == nil {
 				continue
 			}
-			for _, n := range it.Chain[0].DNSNames {
+			for _, n := range f.DNSNames {
 				if !strings.HasPrefix(n, "*") {
 					out[name] = append(out[name], n)
 				}

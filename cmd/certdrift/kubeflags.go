@@ -28,6 +28,11 @@ type kubeFlags struct {
 	Preset      []string      `name:"preset" sep:"," env:"CERTDRIFT_PRESET" help:"Kinds of Envoy to discover (envoy, istio, envoy-gateway, annotated; default all)."`
 	AdminAccess string        `name:"admin-access" default:"auto" enum:"auto,direct,port-forward" env:"CERTDRIFT_ADMIN_ACCESS" help:"Reach Envoy admins by pod IP, API-server port-forward, or auto (pod IP, else port-forward): ${enum}."`
 	SyncTimeout time.Duration `default:"30s" env:"CERTDRIFT_SYNC_TIMEOUT" help:"How long to wait for the initial list of Secrets and pods."`
+	// The port-forward sessions to Envoy admins (issue 20): serve keeps them from round to round,
+	// because setting one up per pod per round made port-forward rounds twice as long as direct
+	// ones. 0 leaves each command its own default (gather.KubeOptions).
+	AdminIdleTimeout time.Duration `name:"admin-idle-timeout" placeholder:"DURATION" env:"CERTDRIFT_ADMIN_IDLE_TIMEOUT" help:"Close a port-forward session to an Envoy admin after it was unused this long (0: 2m, longer than serve's --interval so that sessions last from one round to the next; keep it so if you raise --interval)."`
+	AdminMaxSessions int           `name:"admin-max-sessions" placeholder:"N" env:"CERTDRIFT_ADMIN_MAX_SESSIONS" help:"Port-forward sessions to Envoy admins open at once; a new one waits for a free one, closing idle sessions of other pods first (0: 256 for serve, a session per pod kept across rounds up to that many Envoys; 8 for a one-shot audit)."`
 
 	// Inventory: what the API server sends. Every filter here is applied server-side (field and
 	// label selectors), because memory and API-server load are what users hold against peer tools.
@@ -60,6 +65,12 @@ func (k kubeFlags) validate() error {
 	}
 	if k.SyncTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--sync-timeout %s: must not be negative", k.SyncTimeout))
+	}
+	if k.AdminIdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--admin-idle-timeout %s: must not be negative", k.AdminIdleTimeout))
+	}
+	if k.AdminMaxSessions < 0 {
+		errs = append(errs, fmt.Errorf("--admin-max-sessions %d: must not be negative", k.AdminMaxSessions))
 	}
 	if len(k.Namespace) > 0 && len(k.ExcludeNamespace) > 0 {
 		errs = append(errs, errors.New("--namespace and --exclude-namespace are exclusive: name the namespaces to read, or the ones to leave out"))
@@ -143,5 +154,6 @@ func (k kubeFlags) options(g gather.Options) (gather.KubeOptions, error) {
 		ExcludeNamespaces: k.ExcludeNamespace, SecretTypes: k.SecretType, Layouts: layouts,
 		SecretSelector: k.SecretSelector, ConfigMapSelector: k.ConfigMapSelector, ConfigMapNames: k.ConfigMap,
 		QPS: k.KubeQPS, Burst: k.KubeBurst, NoCertManager: k.NoCertManager,
+		AdminIdleTimeout: k.AdminIdleTimeout, AdminMaxSessions: k.AdminMaxSessions,
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/google/go-cmp/cmp"
@@ -192,4 +193,79 @@ func TestKubeInventoryFlagsExit2(t *testing.T) {
 	if r.code != codeNoRun || !strings.Contains(r.stderr, "--secret-layout") {
 		t.Errorf("want exit %d naming --secret-layout\n%s", codeNoRun, r)
 	}
+}
+
+// TestAdminSessionFlags: --admin-idle-timeout and --admin-max-sessions reach gather.KubeOptions
+// for audit and serve alike, from flags or the environment; 0 (unset) leaves gather its defaults.
+func TestAdminSessionFlags(t *testing.T) {
+	kc := writeKubeconfig(t)
+	type want struct {
+		Idle time.Duration
+		Max  int
+	}
+	cases := map[string]struct {
+		reason  string
+		command string
+		args    []string
+		env     map[string]string
+		want    want
+	}{
+		"AuditDefaults": {reason: "unset: gather's per-command defaults apply (KubeOnce 8, Start 256, 2m)", command: "audit"},
+		"ServeDefaults": {reason: "unset: gather's per-command defaults apply", command: "serve"},
+		"AuditFlags": {reason: "flags reach the one-shot audit", command: "audit",
+			args: []string{"--admin-idle-timeout", "45s", "--admin-max-sessions", "32"}, want: want{45 * time.Second, 32}},
+		"ServeFlags": {reason: "flags reach serve", command: "serve",
+			args: []string{"--admin-idle-timeout", "5m", "--admin-max-sessions", "1000"}, want: want{5 * time.Minute, 1000}},
+		"ServeEnv": {reason: "each flag has an environment variable", command: "serve",
+			env:  map[string]string{"CERTDRIFT_ADMIN_IDLE_TIMEOUT": "90s", "CERTDRIFT_ADMIN_MAX_SESSIONS": "12"},
+			want: want{90 * time.Second, 12}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			k, err := parseKubeFlags(t, tc.command, tc.env, append([]string{"--kubeconfig", kc}, tc.args...)...)
+			if err == nil {
+				err = k.validate()
+			}
+			if err != nil {
+				t.Fatalf("%s\nparse: %v", tc.reason, err)
+			}
+			opts, err := k.options(gather.Options{})
+			if err != nil {
+				t.Fatalf("%s\noptions: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, want{opts.AdminIdleTimeout, opts.AdminMaxSessions}); diff != "" {
+				t.Errorf("%s\n-want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+	// serve validates while parsing (its Validate hook), audit when it runs: either way, an error.
+	for _, command := range []string{"audit", "serve"} {
+		for _, bad := range []string{"--admin-idle-timeout=-1s", "--admin-max-sessions=-2"} {
+			k, err := parseKubeFlags(t, command, nil, "--kubeconfig", kc, bad)
+			if err == nil {
+				err = k.validate()
+			}
+			if flag, _, _ := strings.Cut(bad, "="); err == nil || !strings.Contains(err.Error(), flag+" ") {
+				t.Errorf("%s %s: want an error naming the flag, got %v", command, bad, err)
+			}
+		}
+	}
+}
+
+// parseKubeFlags parses `certdrift <command> args...` in process and returns its Kubernetes flags.
+func parseKubeFlags(t *testing.T, command string, env map[string]string, args ...string) (kubeFlags, error) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var c cli
+	p, err := kong.New(&c, kong.Name("certdrift"), kong.Exit(func(int) { t.Fatal("kong tried to exit") }))
+	if err != nil {
+		t.Fatalf("kong.New: %v", err)
+	}
+	_, err = p.Parse(append([]string{command}, args...))
+	if command == "serve" {
+		return c.Serve.kubeFlags, err
+	}
+	return c.Audit.kubeFlags, err
 }

@@ -53,4 +53,8 @@ type Item struct {
 
 	CA    []*x509.Certificate // nil when there is no CA file
 	CAErr error
+
+	// Lazy, when set, holds the certificates unparsed and Chain, CA and Key.Public are nil
+	// (lazy.go): use HasChain, LeafDER, LeafFacts, or Load for the x509 form.
+	Lazy *Lazy
 }

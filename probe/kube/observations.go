@@ -49,6 +49,118 @@ func (s *Snapshot) Observations() []desired.Observation {
 	return out
 }
 
+// LazyObservations is Observations with the certificates left unparsed (desired.Lazy): each
+// one's facts, from facts (parsed once per certificate while the cache keeps it; nil parses
+// every time), and its DER for desired.Item.Load. gather.Session hands these to every round with
+// the cache it keeps, so that an unchanged Secret costs no parse (issue 20). Items sharing a CA
+// bundle share its desired.Cert slice.
+func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
+	out := make([]desired.Observation, 0, len(s.Secrets)+len(s.ConfigMaps))
+	bundles := map[*Bundle][]desired.Cert{}
+	parsed := map[*Bundle]bundleX509{}
+	for i := range s.Secrets {
+		sec := s.Secrets[i]
+		o := desired.Observation{
+			Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
+			ChangedAt: sec.ChangedAt,
+			Err:       sec.Err,
+			Items:     make([]desired.Item, 0, len(sec.Items)),
+		}
+		for j := range sec.Items {
+			it := &sec.Items[j]
+			li, ok := lazyItem(sec, it, bundles, facts)
+			if !ok {
+				// A certificate that does not parse (only a summary built by hand): parsed
+				// now, so that its error is reported as Observations reports it.
+				li = item(sec, it, parsed)
+			}
+			o.Items = append(o.Items, li)
+		}
+		out = append(out, o)
+	}
+	for i := range s.ConfigMaps {
+		cm := &s.ConfigMaps[i]
+		o := desired.Observation{
+			Ref:       ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name},
+			ChangedAt: cm.ChangedAt,
+			Err:       cm.Err,
+		}
+		for _, kb := range cm.Bundles {
+			it := desired.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
+			if kb.Bundle != nil && len(kb.Bundle.Certs) > 0 {
+				if ca, ok := lazyBundle(kb.Bundle, bundles, facts); ok {
+					it.Lazy = &desired.Lazy{CA: ca}
+				} else {
+					bx := toX509(kb.Bundle, parsed)
+					it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
+				}
+			}
+			o.Items = append(o.Items, it)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func lazyItem(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle][]desired.Cert, facts *FactsCache) (desired.Item, bool) {
+	p := func(key string) string {
+		if key == "" {
+			return ""
+		}
+		return path.Join(sec.Namespace, sec.Name, key)
+	}
+	fi := desired.Item{Name: it.Name, CertPath: p(it.CertKey), KeyPath: p(it.KeyKey), CAPath: p(it.CAKey),
+		ChainErr: it.ChainErr, KeyErr: it.KeyErr, CAErr: it.CAErr, Lazy: &desired.Lazy{}}
+	if len(it.Chain) > 0 {
+		chain, ok := lazyCerts(it.Chain, facts)
+		if !ok {
+			return desired.Item{}, false
+		}
+		fi.Lazy.Chain = chain
+	}
+	if it.Key != nil {
+		fi.Key = &pki.KeyInfo{Algorithm: it.Key.Algorithm, Format: it.Key.Format}
+		if it.Key.Matches && len(it.Chain) > 0 {
+			// The summary keeps no key when it matched the leaf (KeySummary.Public): Load hands
+			// the audit the leaf's own public key, as Observations does.
+			fi.Lazy.KeyIsLeaf = true
+		} else {
+			fi.Key.Public = it.Key.Public
+		}
+	}
+	if it.CA != nil && len(it.CA.Certs) > 0 {
+		ca, ok := lazyBundle(it.CA, bundles, facts)
+		if !ok {
+			return desired.Item{}, false
+		}
+		fi.Lazy.CA = ca
+	}
+	return fi, true
+}
+
+func lazyBundle(b *Bundle, cache map[*Bundle][]desired.Cert, facts *FactsCache) ([]desired.Cert, bool) {
+	if cs, ok := cache[b]; ok {
+		return cs, true
+	}
+	cs, ok := lazyCerts(b.Certs, facts)
+	if ok {
+		cache[b] = cs
+	}
+	return cs, ok
+}
+
+func lazyCerts(cs []Cert, facts *FactsCache) ([]desired.Cert, bool) {
+	out := make([]desired.Cert, len(cs))
+	for i, c := range cs {
+		f, ok := facts.facts(c.DER)
+		if !ok {
+			return nil, false
+		}
+		out[i] = desired.Cert{DER: c.DER, Facts: f}
+	}
+	return out, true
+}
+
 type bundleX509 struct {
 	certs []*x509.Certificate
 	err   error

@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -279,77 +276,17 @@ func fleetAudit(ctx context.Context, t *testing.T, bin, kubeconfig, mode string)
 		"--admin-access", mode, "-o", "json")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	// Peak RSS from /proc (VmHWM, sampled until exit): the rusage figure of a child started by
-	// this process also counts this process's RSS at the fork, and this one runs the node agents.
-	var hwm atomic.Int64
-	started, stop := make(chan int, 1), make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var pid int
-		select {
-		case pid = <-started:
-		case <-stop:
-			return
-		}
-		for {
-			if kb := vmHWM(pid); kb > hwm.Load() {
-				hwm.Store(kb)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	notify := sync.OnceFunc(func() {
-		if cmd.Process != nil {
-			started <- cmd.Process.Pid
-		}
-	})
-	cmd.Stdout, cmd.Stderr = &notifyWriter{&stdout, notify}, &notifyWriter{&stderr, notify}
+	// Measure's peak RSS is the child's own (it starts the child through a small launcher), although
+	// this process runs the node agents.
 	u, err := Measure(cmd, 0, 1)
-	close(stop)
-	<-sampled
 	if err != nil {
 		t.Fatalf("certdrift audit (%s): %v\n%s", mode, err, tail(stderr.String(), 3000))
-	}
-	if kb := hwm.Load(); kb > 0 {
-		u.MaxRSS = kb << 10
 	}
 	var rep fleetReport
 	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
 		t.Fatalf("certdrift audit (%s): report is not JSON: %v\n%s", mode, err, tail(stderr.String(), 3000))
 	}
 	return u, rep, stderr.String()
-}
-
-// notifyWriter calls notify on every write (the child's first log line says it runs) and passes
-// the output on.
-type notifyWriter struct {
-	w      io.Writer
-	notify func()
-}
-
-func (n *notifyWriter) Write(b []byte) (int, error) {
-	n.notify()
-	return n.w.Write(b)
-}
-
-// vmHWM is a process's peak resident set in KiB, 0 when it cannot be read (the process is gone).
-func vmHWM(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb
-		}
-	}
-	return 0
 }
 
 // checkFleetReport: every pod was read and both SNIs of every pod handshaken and judged; a

@@ -43,11 +43,31 @@ func TestServeRounds(t *testing.T) {
 	if _, err := Populate(ctx, tb.Config, spec); err != nil {
 		t.Fatalf("populate: %v", err)
 	}
-	bin := buildCertdrift(t)
+	// CERTDRIFT_SCALE_BINS=before=PATH,after=PATH compares builds on the same data, each run
+	// once per CERTDRIFT_SCALE_RUNS (default 1), interleaved; default: this tree.
+	bins := namedPaths(t, scaleBinsEnv)
+	if len(bins) == 0 {
+		bins = []namedPath{{"certdrift", buildCertdrift(t)}}
+	}
+	runs := 1
+	if v, err := strconv.Atoi(os.Getenv("CERTDRIFT_SCALE_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	for r := range runs {
+		for _, b := range bins {
+			t.Logf("run %d, %s (%s):%s", r+1, b.name, b.path, serveRounds(ctx, t, b.path, tb.KubeconfigPath, mode, spec, window))
+		}
+	}
+}
 
+// serveRounds starts bin's `certdrift serve`, measures its rounds over window, stops it and
+// returns the table.
+func serveRounds(ctx context.Context, t *testing.T, bin, kubeconfig, mode string, spec Spec, window time.Duration) string {
+	t.Helper()
 	// Rounds are counted from serve's "round complete" lines, which are debug since serve logs
 	// per-round lines only when asked.
-	sp := startServe(ctx, t, bin, tb.KubeconfigPath, mode, 5*time.Minute, "--interval", "2s", "--log.level", "debug")
+	sp := startServe(ctx, t, bin, kubeconfig, mode, 5*time.Minute, "--interval", "2s", "--log.level", "debug")
+	defer sp.stop()
 	cmd, logs, base, ready := sp.cmd, sp.logs, sp.base, sp.ready
 	client := &http.Client{Timeout: 30 * time.Second}
 
@@ -88,7 +108,7 @@ func TestServeRounds(t *testing.T) {
 		t.Fatalf("after %d rounds the exposition has %d desired certificate_info series, want %d", rounds, n, spec.TLSSecrets)
 	}
 	slices.Sort(lat)
-	t.Logf("\n%d TLS Secrets, %d namespaces, no Envoy pods, --interval 2s:\n"+
+	return fmt.Sprintf("\n%d TLS Secrets, %d namespaces, no Envoy pods, --interval 2s:\n"+
 		"| ready after start | %.2f s |\n"+
 		"| CPU per round, no Secret changed (idle time between rounds included) | %.0f ms (%.2f CPU-s over %d rounds in %v) |\n"+
 		"| RSS while serving | %.1f MB (peak %.1f MB) |\n"+

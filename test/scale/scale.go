@@ -4,7 +4,13 @@
 // leaves signed and Secrets created by parallel workers over protobuf); Floor is the bare loop
 // the issue names as the floor (paged protobuf list, 1,000 per page, type field selector, parse
 // every certificate); Measure runs a child process and reads its wall time, peak RSS and CPU from
-// the kernel (wait4 rusage), so certdrift and the floor are measured the same way.
+// the kernel (wait4 rusage, taken by a small launcher so that the figures are the child's own),
+// so certdrift and the floor are measured the same way.
+//
+// CERTDRIFT_SCALE picks the data set (SpecFor), CERTDRIFT_SCALE_RUNS the runs per measurement,
+// and CERTDRIFT_SCALE_BINS=before=PATH,after=PATH compares built binaries on one populated
+// testbed, interleaved run by run (TestInventoryScale, TestServeRounds), as docs/benchmarks.md
+// records before/after pairs.
 package scale
 
 import (
@@ -14,15 +20,17 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -286,22 +294,52 @@ func (u Usage) CPU() time.Duration { return u.UserCPU + u.SysCPU }
 // Measure runs cmd to completion and returns its wall time and, from the kernel's accounting of
 // that one child, its peak RSS and CPU time. An exit status other than those in okCodes is an
 // error (with whatever the child wrote to stderr if cmd.Stderr was left nil).
+//
+// The child is started through a small launcher (internal/spawn) that reads its rusage: a child
+// started by this process directly would be charged with this process's peak RSS (vfork, then
+// execve records the shared address space's high-water mark), which made every figure at least
+// the test binary's size — 277–360 MB for a 75 MB certdrift next to the fleet's node agents.
+// cmd's path, arguments, environment, directory and streams are kept; a Cancel from
+// exec.CommandContext kills the launcher, which takes the child with it.
 func Measure(cmd *exec.Cmd, okCodes ...int) (Usage, error) {
 	if runtime.GOOS != "linux" {
 		return Usage{}, errors.New("scale.Measure reads rusage as Linux reports it (ru_maxrss in KiB)")
 	}
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
+	if cmd.Err != nil {
+		return Usage{}, cmd.Err
+	}
+	launcher, err := spawnBinary()
+	if err != nil {
+		return Usage{}, err
+	}
+	dir, err := os.MkdirTemp("", "scale-measure-")
+	if err != nil {
+		return Usage{}, err
+	}
+	defer os.RemoveAll(dir)
+	ruFile := filepath.Join(dir, "rusage.json")
+	prog := cmd.Path
+	cmd.Args = append([]string{launcher, "-rusage", ruFile, "--", prog}, cmd.Args[1:]...)
+	cmd.Path = launcher
+	err = cmd.Run()
 	if cmd.ProcessState == nil {
-		return Usage{}, fmt.Errorf("run %s: %w", cmd.Path, err)
+		return Usage{}, fmt.Errorf("run %s: %w", prog, err)
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return Usage{}, fmt.Errorf("run %s: no rusage", cmd.Path)
+	var su struct {
+		WallNanos   int64 `json:"wall_nanos"`
+		MaxRSSBytes int64 `json:"max_rss_bytes"`
+		UserNanos   int64 `json:"user_nanos"`
+		SysNanos    int64 `json:"sys_nanos"`
 	}
-	u := Usage{Wall: wall, MaxRSS: ru.Maxrss << 10,
-		UserCPU: time.Duration(ru.Utime.Nano()), SysCPU: time.Duration(ru.Stime.Nano())}
+	b, rerr := os.ReadFile(ruFile)
+	if rerr == nil {
+		rerr = json.Unmarshal(b, &su)
+	}
+	if rerr != nil {
+		return Usage{}, fmt.Errorf("run %s: no usage from the launcher (%v): %w", prog, rerr, err)
+	}
+	u := Usage{Wall: time.Duration(su.WallNanos), MaxRSS: su.MaxRSSBytes,
+		UserCPU: time.Duration(su.UserNanos), SysCPU: time.Duration(su.SysNanos)}
 	if err != nil {
 		code := cmd.ProcessState.ExitCode()
 		for _, ok := range okCodes {
@@ -311,9 +349,27 @@ func Measure(cmd *exec.Cmd, okCodes ...int) (Usage, error) {
 		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
-			return u, fmt.Errorf("run %s: %w: %s", cmd.Path, err, ee.Stderr)
+			return u, fmt.Errorf("run %s: %w: %s", prog, err, ee.Stderr)
 		}
-		return u, fmt.Errorf("run %s: %w", cmd.Path, err)
+		return u, fmt.Errorf("run %s: %w", prog, err)
 	}
 	return u, nil
 }
+
+var spawnOnce = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "scale-spawn-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "spawn")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/certdrift/certdrift/test/scale/internal/spawn")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the measurement launcher test/scale/internal/spawn (needs the go tool on PATH): %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// spawnBinary builds internal/spawn once per process (it stays in the temporary directory; the
+// go build cache makes later builds cheap).
+func spawnBinary() (string, error) { return spawnOnce() }

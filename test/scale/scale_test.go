@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,7 +85,12 @@ func TestInventoryScale(t *testing.T) {
 	t.Logf("populated %d TLS + %d Opaque Secrets in %d namespaces in %v (leaf keys and signatures: %v CPU)",
 		spec.TLSSecrets, spec.OpaqueSecrets, spec.Namespaces, ps.Took.Round(time.Millisecond), ps.LeafTime.Round(time.Millisecond))
 
-	bin := buildCertdrift(t)
+	// CERTDRIFT_SCALE_BINS=before=PATH,after=PATH measures several builds against the same data,
+	// interleaved run by run (docs/benchmarks.md compares builds that way); default: this tree.
+	bins := namedPaths(t, scaleBinsEnv)
+	if len(bins) == 0 {
+		bins = []namedPath{{"certdrift", buildCertdrift(t)}}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +101,17 @@ func TestInventoryScale(t *testing.T) {
 		name string
 		u    []Usage
 	}
-	rows := []*row{{name: "floor (bare paged list + parse)"}, {name: "certdrift audit --inventory-only"}, {name: "certdrift audit (whole)"}}
+	rows := []*row{{name: "floor (bare paged list + parse)"}}
+	invRows, auditRows := make([]*row, len(bins)), make([]*row, len(bins))
+	for j, b := range bins {
+		label := ""
+		if len(bins) > 1 {
+			label = b.name + ": "
+		}
+		invRows[j] = &row{name: label + "certdrift audit --inventory-only"}
+		auditRows[j] = &row{name: label + "certdrift audit (whole)"}
+	}
+	rows = append(append(rows, invRows...), auditRows...)
 	for i := range runs {
 		// Floor.
 		var out bytes.Buffer
@@ -109,51 +127,11 @@ func TestInventoryScale(t *testing.T) {
 			t.Fatalf("floor saw %+v (%v), want %d Secrets and certificates", fr, err, spec.TLSSecrets)
 		}
 		rows[0].u = append(rows[0].u, u)
-
-		// Inventory only.
-		out.Reset()
-		var errb bytes.Buffer
-		cmd = exec.CommandContext(ctx, bin, "audit", "--kubeconfig", tb.KubeconfigPath, "--inventory-only")
-		cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &errb
-		u, err = Measure(cmd)
-		if err != nil {
-			t.Fatalf("certdrift --inventory-only: %v\n%s", err, errb.String())
+		for j, b := range bins {
+			inventoryOnly, whole := measureAudit(ctx, t, b.path, tb.KubeconfigPath, env, spec, i == 0)
+			invRows[j].u = append(invRows[j].u, inventoryOnly)
+			auditRows[j].u = append(auditRows[j].u, whole)
 		}
-		var inv struct {
-			Secrets, Certificates int
-			ListRequests          int            `json:"list_requests"`
-			Parsed                map[string]int `json:"secrets_parsed"`
-			SyncSeconds           float64        `json:"sync_seconds"`
-		}
-		if err := json.Unmarshal(out.Bytes(), &inv); err != nil {
-			t.Fatalf("certdrift --inventory-only printed %q: %v", out.String(), err)
-		}
-		if inv.Secrets != spec.TLSSecrets || inv.Certificates != spec.TLSSecrets || inv.Parsed["Opaque"] != 0 {
-			t.Fatalf("certdrift inventory: %+v; want %d Secrets and certificates and no Opaque Secret parsed", inv, spec.TLSSecrets)
-		}
-		if i == 0 {
-			t.Logf("certdrift inventory: %d list pages, in-process sync %.3fs", inv.ListRequests, inv.SyncSeconds)
-		}
-		rows[1].u = append(rows[1].u, u)
-
-		// Whole audit: findings are fine (exit 1), not running is not.
-		out.Reset()
-		errb.Reset()
-		cmd = exec.CommandContext(ctx, bin, "audit", "--kubeconfig", tb.KubeconfigPath, "-o", "json")
-		cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &errb
-		u, err = Measure(cmd, 1)
-		if err != nil {
-			t.Fatalf("certdrift audit: %v\n%s", err, errb.String())
-		}
-		var rep struct {
-			Summary struct {
-				DesiredSources int `json:"desired_sources"`
-			} `json:"summary"`
-		}
-		if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Summary.DesiredSources != spec.TLSSecrets {
-			t.Fatalf("certdrift audit report: %d desired sources (%v), want %d", rep.Summary.DesiredSources, err, spec.TLSSecrets)
-		}
-		rows[2].u = append(rows[2].u, u)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%d TLS + %d Opaque (%d KiB) Secrets, %d namespaces, %d runs, median [min–max]:\n", spec.TLSSecrets, spec.OpaqueSecrets, spec.OpaqueBytes>>10, spec.Namespaces, runs)
@@ -165,8 +143,8 @@ func TestInventoryScale(t *testing.T) {
 			stat(r.u, func(u Usage) float64 { return u.CPU().Seconds() }, "%.2f"))
 	}
 	t.Log(b.String())
-	if full {
-		inv := rows[1].u
+	if full && len(bins) == 1 {
+		inv := invRows[0].u
 		if w := median(inv, func(u Usage) float64 { return u.Wall.Seconds() }); w >= 1 {
 			t.Errorf("inventory took %.2fs (median), target < 1s", w)
 		}
@@ -175,6 +153,57 @@ func TestInventoryScale(t *testing.T) {
 		}
 	}
 }
+
+// measureAudit runs `certdrift audit --kubeconfig … --inventory-only` and the whole `certdrift
+// audit --kubeconfig … -o json` of bin once each and checks what they saw.
+func measureAudit(ctx context.Context, t *testing.T, bin, kubeconfig string, env []string, spec Spec, logSync bool) (inventoryOnly, whole Usage) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "audit", "--kubeconfig", kubeconfig, "--inventory-only")
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &errb
+	u, err := Measure(cmd)
+	if err != nil {
+		t.Fatalf("certdrift --inventory-only: %v\n%s", err, errb.String())
+	}
+	var inv struct {
+		Secrets, Certificates int
+		ListRequests          int            `json:"list_requests"`
+		Parsed                map[string]int `json:"secrets_parsed"`
+		SyncSeconds           float64        `json:"sync_seconds"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &inv); err != nil {
+		t.Fatalf("certdrift --inventory-only printed %q: %v", out.String(), err)
+	}
+	if inv.Secrets != spec.TLSSecrets || inv.Certificates != spec.TLSSecrets || inv.Parsed["Opaque"] != 0 {
+		t.Fatalf("certdrift inventory: %+v; want %d Secrets and certificates and no Opaque Secret parsed", inv, spec.TLSSecrets)
+	}
+	if logSync {
+		t.Logf("certdrift inventory (%s): %d list pages, in-process sync %.3fs", bin, inv.ListRequests, inv.SyncSeconds)
+	}
+	inventoryOnly = u
+
+	// Whole audit: findings are fine (exit 1), not running is not.
+	out.Reset()
+	errb.Reset()
+	cmd = exec.CommandContext(ctx, bin, "audit", "--kubeconfig", kubeconfig, "-o", "json")
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, &out, &errb
+	whole, err = Measure(cmd, 1)
+	if err != nil {
+		t.Fatalf("certdrift audit: %v\n%s", err, errb.String())
+	}
+	var rep struct {
+		Summary struct {
+			DesiredSources int `json:"desired_sources"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Summary.DesiredSources != spec.TLSSecrets {
+		t.Fatalf("certdrift audit report: %d desired sources (%v), want %d", rep.Summary.DesiredSources, err, spec.TLSSecrets)
+	}
+	return inventoryOnly, whole
+}
+
+// scaleBinsEnv names builds to compare instead of this tree's ("before=PATH,after=PATH").
+const scaleBinsEnv = "CERTDRIFT_SCALE_BINS"
 
 // buildCertdrift builds certdrift as the image and `make build` ship it (static, trimmed,
 // stripped), so the numbers are those of the binary users run: a cgo build maps libc and the
@@ -240,12 +269,72 @@ func TestMeasureChild(t *testing.T) {
 	}
 }
 
+// TestMeasureOwnRSS: a child's peak RSS is its own, whatever the size of the process measuring
+// it. This process grows to over 256 MiB first; a child started by it directly is charged with
+// that (the control: what Measure reported before it used the launcher), while Measure reports
+// the child's baseline, and 10 MiB more for a child that touches 10 MiB.
+func TestMeasureOwnRSS(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ballast := make([]byte, 256<<20)
+	for i := 0; i < len(ballast); i += 4096 {
+		ballast[i] = 1
+	}
+	defer runtime.KeepAlive(ballast)
+	helper := func(mode string) *exec.Cmd {
+		cmd := exec.Command(self, "-test.run=^TestMeasureHelper$")
+		cmd.Env = append(os.Environ(), "CERTDRIFT_SCALE_HELPER="+mode)
+		return cmd
+	}
+
+	// Control: the kernel's figure for a direct child includes this process's 256 MiB.
+	direct := helper("idle")
+	if err := direct.Run(); err != nil {
+		t.Fatal(err)
+	}
+	inherited := direct.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	if inherited < 256<<20 {
+		t.Fatalf("control: a direct child's ru_maxrss is %d MiB, expected this process's >= 256 MiB to be charged to it; the premise of the launcher no longer holds", inherited>>20)
+	}
+
+	var base, alloc []int64
+	for range 3 {
+		u, err := Measure(helper("idle"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		base = append(base, u.MaxRSS)
+		u, err = Measure(helper("alloc10"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alloc = append(alloc, u.MaxRSS)
+	}
+	slices.Sort(base)
+	slices.Sort(alloc)
+	b, a := base[1], alloc[1] // medians
+	t.Logf("direct child %d MiB; Measure: idle child %.1f MiB, child touching 10 MiB %.1f MiB", inherited>>20, float64(b)/(1<<20), float64(a)/(1<<20))
+	if b >= 128<<20 {
+		t.Errorf("Measure reports %d MiB for an idle child: this process's RSS leaked into it", b>>20)
+	}
+	if d := a - b; d < 9<<20 || d > 16<<20 {
+		t.Errorf("a child touching 10 MiB measured %.1f MiB above an idle one, want 9–16", float64(d)/(1<<20))
+	}
+}
+
 var sink []byte
 
 func TestMeasureHelper(t *testing.T) {
 	switch os.Getenv("CERTDRIFT_SCALE_HELPER") {
 	case "alloc":
 		sink = make([]byte, 64<<20)
+		for i := 0; i < len(sink); i += 4096 {
+			sink[i] = 1
+		}
+	case "alloc10":
+		sink = make([]byte, 10<<20)
 		for i := 0; i < len(sink); i += 4096 {
 			sink[i] = 1
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ type servedProcess struct {
 	base  string      // http://addr of its metrics port
 	logs  *syncBuffer // its stdout and stderr
 	ready time.Duration
+	stop  func() // interrupt, then kill after 10 s; idempotent, also run when the test ends
 }
 
 // startServe starts `certdrift serve --kubeconfig kubeconfig --web.listen-address <free> args…`,
@@ -28,13 +30,16 @@ func startServe(ctx context.Context, t *testing.T, bin, kubeconfig, mode string,
 	addr := proc.FreeAddr(t)
 	sp := &servedProcess{base: "http://" + addr, logs: &syncBuffer{}}
 	sp.cmd = exec.CommandContext(ctx, bin, append([]string{"serve", "--kubeconfig", kubeconfig, "--web.listen-address", addr}, args...)...)
-	sp.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), SyncTimeoutEnv(mode)}
+	// GOGC and GOMEMLIMIT pass through, as TestInventoryScale passes them to its children, so that a
+	// run can measure the GC's trade of CPU for memory.
+	sp.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), SyncTimeoutEnv(mode),
+		"GOGC=" + os.Getenv("GOGC"), "GOMEMLIMIT=" + os.Getenv("GOMEMLIMIT")}
 	sp.cmd.Stdout, sp.cmd.Stderr = sp.logs, sp.logs
 	started := time.Now()
 	if err := sp.cmd.Start(); err != nil {
 		t.Fatalf("start certdrift serve: %v", err)
 	}
-	t.Cleanup(func() {
+	sp.stop = sync.OnceFunc(func() {
 		_ = sp.cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { _ = sp.cmd.Wait(); close(done) }()
@@ -48,6 +53,7 @@ func startServe(ctx context.Context, t *testing.T, bin, kubeconfig, mode string,
 			t.Logf("certdrift serve output (tail):\n%s", tail(sp.logs.String(), 3000))
 		}
 	})
+	t.Cleanup(sp.stop)
 	client := &http.Client{Timeout: 10 * time.Second}
 	for {
 		resp, err := client.Get(sp.base + "/-/ready")
