@@ -189,32 +189,8 @@ func startEGCA(ctx context.Context, t *testing.T) *egcaWorld {
 		}
 	}
 	selector := "gateway.envoyproxy.io/owning-gateway-namespace=" + egcaNS + ",gateway.envoyproxy.io/owning-gateway-name=web"
-	// The package's scenarios share one cluster and its envoy-gateway-system namespace: leave no
-	// proxy or rate limit behind for the next one to audit. The control plane may already be
-	// stopped when this runs (cleanups run last first), so the proxy's and the rate limit's
-	// objects are deleted here rather than left to it.
-	t.Cleanup(func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer ccancel()
-		if out, err := tb.Kubectl(cctx, "delete", "--ignore-not-found", "--wait=false", "-f", filepath.Join(egcaNS, "gateway.yaml")); err != nil {
-			t.Errorf("cleanup: %v\n%s", err, out)
-		}
-		for _, sel := range []string{"gateway.envoyproxy.io/owning-gateway-namespace=" + egcaNS, rlSelector} {
-			if out, err := tb.Kubectl(cctx, "-n", egNS, "delete", "deployments,services,pods", "-l", sel, "--ignore-not-found", "--wait=false"); err != nil {
-				t.Errorf("cleanup: %v\n%s", err, out)
-			}
-			poll(cctx, t, "cleanup: no pod left for "+sel, func() error {
-				pods, err := tb.Client.CoreV1().Pods(egNS).List(cctx, metav1.ListOptions{LabelSelector: sel})
-				if err != nil {
-					return err
-				}
-				if n := len(pods.Items); n > 0 {
-					return fmt.Errorf("%d pods left", n)
-				}
-				return nil
-			})
-		}
-	})
+	// Leave no proxy or rate limit behind for the next scenario to audit.
+	cleanupEGObjects(t, filepath.Join(egcaNS, "gateway.yaml"), "gateway.envoyproxy.io/owning-gateway-namespace="+egcaNS, rlSelector)
 	w := &egcaWorld{eg: eg, egOpts: egOpts, selector: selector}
 	w.proxy = waitReady(ctx, t, egNS, selector, 1)[0]
 	w.rateLimit = waitReady(ctx, t, egNS, rlSelector, 1)[0]

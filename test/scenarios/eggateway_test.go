@@ -44,6 +44,8 @@ func TestEGGateway(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	selector := "gateway.envoyproxy.io/owning-gateway-namespace=" + ns + ",gateway.envoyproxy.io/owning-gateway-name=web"
+	// Leave no proxy behind: a later scenario auditing envoy-gateway-system would see it.
+	cleanupEGObjects(t, filepath.Join(ns, "gateway.yaml"), "gateway.envoyproxy.io/owning-gateway-namespace="+ns)
 	pods := waitReady(ctx, t, testbed.EnvoyGatewayNamespace, selector, 1)
 	p := pods[0]
 	poll(ctx, t, "proxy "+p.Name+" serving the Gateway's certificate over its HTTPS listener", func() error {
