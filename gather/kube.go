@@ -48,6 +48,10 @@ type KubeOptions struct {
 	// uses them to refresh without waiting for its next round.
 	OnDesiredChange func(kube.Change)
 	OnTargetChange  func(op kube.ChangeOp, namespace, pod string)
+	// OnCertManagerChange is called (the same way) after a Certificate's or CertificateRequest's
+	// projection changes, kind "Certificate" or "CertificateRequest", and with an empty kind when
+	// cert-manager's CRDs appear or go (certmanager.Options.OnChange).
+	OnCertManagerChange func(op kube.ChangeOp, kind, namespace, name string)
 	// PairingSources are the sources that declared pairings name ("namespace/name",
 	// "configmap:namespace/name"): read by name when the informers do not watch them.
 	PairingSources []string
@@ -139,6 +143,16 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = inv.Run(runCtx) }()
 	go func() { defer s.wg.Done(); _ = disc.Run(runCtx) }()
+	if cm != nil {
+		// Not waited for here: the first round's read waits for its list (at most SyncTimeout),
+		// which by then ran beside the inventory's; absent CRDs must not hold up the start.
+		done, err := cm.Start(runCtx)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.wg.Go(func() { <-done })
+	}
 
 	syncCtx, cancel := context.WithTimeout(ctx, opt.SyncTimeout)
 	err = errors.Join(inv.WaitSynced(syncCtx), disc.WaitSynced(syncCtx))
