@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,53 +139,70 @@ func populateOne(ctx context.Context, secrets interface {
 	return err
 }
 
-// BenchmarkReadUnchanged is one round's cert-manager read with nothing changed: "list" lists
-// both resources (what every round did before the watch), "watch" reads the informers' stores.
-// Run with -count to interleave them. cpu-ms/op is this process's CPU (the watch's goroutines
-// included), not the API server's.
+// BenchmarkReadUnchanged is one round's cert-manager read with nothing changed, before and after
+// the watch, alternating within each iteration (go test's -count repeats a sub-benchmark back to
+// back, not interleaved): "list" lists both resources as every round did before, "watch" reads the
+// informers' stores. Each side's CPU is this process's (RUSAGE_SELF: the watch's goroutines and
+// the GC included, the API server's not), its allocations runtime.MemStats' deltas.
 //
-//	CERTDRIFT_CM_BENCH_N=2000 nice -n 19 go test ./probe/kube/certmanager/ -run '^$' -bench ReadUnchanged -benchtime 20x -count 5
+//	CERTDRIFT_CM_BENCH_N=2000 nice -n 19 go test ./probe/kube/certmanager/ -run '^$' -bench ReadUnchanged -benchtime 10x -count 3
 func BenchmarkReadUnchanged(b *testing.B) {
 	tb, n := benchPopulated(b)
 	ctx := context.Background()
-	check := func(b *testing.B, got kube.CertManager) {
+	check := func(what string, got kube.CertManager) {
 		if got.Err != nil || len(got.Certificates) != n || len(got.Requests) != n || got.Requests[0].LeafSHA256 == "" {
-			b.Fatalf("read: err %v, %d certificates, %d requests; want %d each, issued leaves read", got.Err, len(got.Certificates), len(got.Requests), n)
+			b.Fatalf("%s: err %v, %d certificates, %d requests; want %d each, issued leaves read", what, got.Err, len(got.Certificates), len(got.Requests), n)
 		}
 	}
-	b.Run("list", func(b *testing.B) {
-		r, err := New(tb.Config, Options{Namespaces: []string{benchNS}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		check(b, r.Read(ctx))
-		benchLoop(b, func() { check(b, r.Read(ctx)) })
-	})
-	b.Run("watch", func(b *testing.B) {
-		r, err := New(tb.Config, Options{Namespaces: []string{benchNS}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		done, err := r.Start(wctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer func() { cancel(); <-done }()
-		check(b, r.Read(ctx)) // the initial list, outside the timer
-		benchLoop(b, func() { check(b, r.Read(ctx)) })
-	})
-}
+	listed, err := New(tb.Config, Options{Namespaces: []string{benchNS}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	watched, err := New(tb.Config, Options{Namespaces: []string{benchNS}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done, err := watched.Start(wctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cancel(); <-done }()
+	check("watch, initial list", watched.Read(ctx)) // outside the measurement
+	lists := watched.w.lists.Load()
 
-func benchLoop(b *testing.B, op func()) {
-	b.ReportAllocs()
-	cpu0 := selfCPU(b)
-	b.ResetTimer()
-	for b.Loop() {
-		op()
+	type cost struct {
+		cpu            time.Duration
+		allocs, nbytes uint64
 	}
-	b.StopTimer()
-	b.ReportMetric(float64((selfCPU(b)-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+	var costs [2]cost
+	measure := func(c *cost, r *Reader, what string) cost {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		cpu0 := selfCPU(b)
+		got := r.Read(ctx)
+		one := cost{cpu: selfCPU(b) - cpu0}
+		runtime.ReadMemStats(&m1)
+		one.allocs, one.nbytes = m1.Mallocs-m0.Mallocs, m1.TotalAlloc-m0.TotalAlloc
+		c.cpu, c.allocs, c.nbytes = c.cpu+one.cpu, c.allocs+one.allocs, c.nbytes+one.nbytes
+		check(what, got)
+		return one
+	}
+	for i := 0; b.Loop(); i++ {
+		l := measure(&costs[0], listed, "list")
+		w := measure(&costs[1], watched, "watch")
+		b.Logf("iteration %d: list %v CPU, %d allocs, %.1f MB; watch %v CPU, %d allocs, %.2f MB",
+			i, l.cpu, l.allocs, float64(l.nbytes)/1e6, w.cpu, w.allocs, float64(w.nbytes)/1e6)
+	}
+	if got := watched.w.lists.Load(); got != lists {
+		b.Fatalf("the watch listed %d times during the benchmark: nothing changed", got-lists)
+	}
+	for i, name := range []string{"list", "watch"} {
+		c := costs[i]
+		b.ReportMetric(float64(c.cpu.Microseconds())/1000/float64(b.N), name+"-cpu-ms/op")
+		b.ReportMetric(float64(c.allocs)/float64(b.N), name+"-allocs/op")
+		b.ReportMetric(float64(c.nbytes)/1e6/float64(b.N), name+"-MB/op")
+	}
 }
 
 func selfCPU(b *testing.B) time.Duration {
@@ -195,53 +213,67 @@ func selfCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkBinaries runs whole certdrift binaries against the populated cluster (no Envoy pods):
-// `audit -o json` (peak RSS, CPU-s) and `serve --interval 2s` (RSS after 15 s of rounds, CPU per
-// round). CERTDRIFT_CM_BINS names them, "name=path,name=path" (e.g. the commit before the watch
-// and this one); the order alternates between iterations, so -count interleaves them.
+// BenchmarkBinaries runs whole certdrift binaries against the populated cluster (no Envoy pods),
+// alternating between them within each iteration: `audit -o json` (CPU-s, peak RSS, wall) and
+// `serve --interval 2s` (CPU per round and RSS after 15 s of rounds). CERTDRIFT_CM_BINS names
+// them, "name=path,name=path" (e.g. the commit before the watch and this one). Each iteration's
+// figures are logged too, for ranges.
 //
-//	CERTDRIFT_CM_BINS=before=/tmp/certdrift-before,after=/tmp/certdrift-after nice -n 19 go test ./probe/kube/certmanager/ -run '^$' -bench Binaries -benchtime 1x -count 3 -timeout 30m
+//	CERTDRIFT_CM_BINS=before=/tmp/certdrift-before,after=/tmp/certdrift-after nice -n 19 go test ./probe/kube/certmanager/ -run '^$' -bench Binaries -benchtime 3x -timeout 30m
 func BenchmarkBinaries(b *testing.B) {
 	spec := os.Getenv("CERTDRIFT_CM_BINS")
 	if spec == "" {
 		b.Fatal("set CERTDRIFT_CM_BINS=name=path,... to certdrift binaries (go build -o PATH ./cmd/certdrift at each commit)")
 	}
 	tb, n := benchPopulated(b)
+	type bin struct{ name, path string }
+	var bins []bin
 	for _, nb := range strings.Split(spec, ",") {
-		name, bin, ok := strings.Cut(nb, "=")
+		name, path, ok := strings.Cut(nb, "=")
 		if !ok {
 			b.Fatalf("CERTDRIFT_CM_BINS: %q is not name=path", nb)
 		}
-		b.Run("audit/"+name, func(b *testing.B) {
-			for b.Loop() {
-				cmd := exec.Command(bin, "audit", "--kubeconfig", tb.KubeconfigPath, "-o", "json")
-				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir()}
-				var out bytes.Buffer
-				cmd.Stdout = &out
-				start := time.Now()
-				err := cmd.Run()
-				wall := time.Since(start)
-				if code := cmd.ProcessState.ExitCode(); err != nil && code != 1 {
-					b.Fatalf("%s audit: %v", name, err)
-				}
-				if c := strings.Count(out.String(), `"secret_revision"`); c < n {
-					b.Fatalf("%s audit: %d Certificates in the report, want %d", name, c, n)
-				}
-				ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-				b.ReportMetric(float64(ru.Utime.Nano()+ru.Stime.Nano())/1e9, "cpu-s")
-				b.ReportMetric(float64(ru.Maxrss)/1024, "peak-rss-MB")
-				b.ReportMetric(wall.Seconds(), "wall-s")
+		bins = append(bins, bin{name, path})
+	}
+	sums := map[string]float64{}
+	for i := 0; b.Loop(); i++ {
+		for _, bn := range bins {
+			cmd := exec.Command(bn.path, "audit", "--kubeconfig", tb.KubeconfigPath, "-o", "json")
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + b.TempDir()}
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			start := time.Now()
+			err := cmd.Run()
+			wall := time.Since(start)
+			if code := cmd.ProcessState.ExitCode(); err != nil && code != 1 {
+				b.Fatalf("%s audit: %v", bn.name, err)
 			}
-		})
-		b.Run("serve/"+name, func(b *testing.B) {
-			for b.Loop() {
-				serveOnce(b, bin, tb.KubeconfigPath)
+			if c := strings.Count(out.String(), `"secret_revision"`); c < n {
+				b.Fatalf("%s audit: %d Certificates in the report, want %d", bn.name, c, n)
 			}
-		})
+			ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+			cpu, rss := float64(ru.Utime.Nano()+ru.Stime.Nano())/1e9, float64(ru.Maxrss)/1024
+			sums[bn.name+"-audit-cpu-s"] += cpu
+			sums[bn.name+"-audit-peak-rss-MB"] += rss
+			sums[bn.name+"-audit-wall-s"] += wall.Seconds()
+			b.Logf("iteration %d %s audit: %.2f CPU-s, peak RSS %.1f MB, wall %.2f s", i, bn.name, cpu, rss, wall.Seconds())
+		}
+		for _, bn := range bins {
+			perRound, rss, hwm := serveOnce(b, bn.path, tb.KubeconfigPath, n)
+			sums[bn.name+"-serve-cpu-ms/round"] += perRound
+			sums[bn.name+"-serve-rss-MB"] += rss
+			sums[bn.name+"-serve-hwm-MB"] += hwm
+			b.Logf("iteration %d %s serve: %.0f CPU-ms per round, RSS %.1f MB (peak %.1f MB)", i, bn.name, perRound, rss, hwm)
+		}
+	}
+	for k, v := range sums {
+		b.ReportMetric(v/float64(b.N), k)
 	}
 }
 
-func serveOnce(b *testing.B, bin, kubeconfig string) {
+// serveOnce runs `serve` until 3 s after ready, then measures 15 s of rounds: CPU per round
+// (idle included), RSS and its peak at the end, in MB.
+func serveOnce(b *testing.B, bin, kubeconfig string, n int) (cpuPerRound, rss, hwm float64) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -275,12 +307,10 @@ func serveOnce(b *testing.B, bin, kubeconfig string) {
 	if r < 2 {
 		b.Fatalf("%d rounds in 15 s with --interval 2s:\n%s", r, logs.String())
 	}
-	if !strings.Contains(logs.String(), `certificates=`+strconv.Itoa(benchPop.n)) {
-		b.Fatalf("serve never read the %d Certificates:\n%s", benchPop.n, logs.String())
+	if !strings.Contains(logs.String(), `certificates=`+strconv.Itoa(n)) {
+		b.Fatalf("serve never read the %d Certificates:\n%s", n, logs.String())
 	}
-	b.ReportMetric(float64(cpu)/float64(r), "cpu-ms/round")
-	b.ReportMetric(float64(procStat(b, cmd.Process.Pid, "VmRSS"))/1024, "rss-MB")
-	b.ReportMetric(float64(procStat(b, cmd.Process.Pid, "VmHWM"))/1024, "hwm-MB")
+	return float64(cpu) / float64(r), float64(procStat(b, cmd.Process.Pid, "VmRSS")) / 1024, float64(procStat(b, cmd.Process.Pid, "VmHWM")) / 1024
 }
 
 // procStat reads a running process's CPU ("cpu": user+system, ms) or a /proc/<pid>/status field

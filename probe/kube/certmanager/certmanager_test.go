@@ -253,6 +253,17 @@ spec: {request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K, issuerRef: {na
 			t.Errorf("request %d: %+v, want certificate web, revision %d", i, rq, i+1)
 		}
 	}
+	// MaxObjects: 3 requests where 2 are allowed is an error, listing or watching; 3 allowed is none.
+	for _, max := range []int{2, 3} {
+		listed := NewWithClient(dc, Options{Namespaces: []string{ns}, MaxObjects: max})
+		watching := NewWithClient(dc, Options{Namespaces: []string{ns}, MaxObjects: max})
+		startWatch(t, ctx, watching)
+		for name, r := range map[string]*Reader{"list": listed, "watch": watching} {
+			if got := r.Read(ctx); (got.Err != nil) != (max == 2) {
+				t.Errorf("%s, 3 requests, at most %d: err %v", name, max, got.Err)
+			}
+		}
+	}
 
 	// A user without the cert-manager.io rule: present, but a gap.
 	denied, err = New(nobody, Options{Namespaces: []string{ns}})

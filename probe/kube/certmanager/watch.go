@@ -93,9 +93,7 @@ func (r *Reader) run(ctx context.Context) {
 	// client-go's reflectors log through the context's logger.
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(r.opt.Logger.Handler()))
 	for {
-		if r.isServed(ctx) {
-			r.watchUntilGone(ctx)
-		} else {
+		if !r.isServed(ctx) || r.watchUntilGone(ctx) {
 			r.setAbsent()
 		}
 		select {
@@ -145,11 +143,11 @@ func (r *Reader) setAbsent() {
 	}
 }
 
-// watchUntilGone runs the informers until ctx ends or a list says the resources are gone.
-func (r *Reader) watchUntilGone(ctx context.Context) {
+// watchUntilGone runs the informers until ctx ends or a list says the resources are gone (true).
+func (r *Reader) watchUntilGone(ctx context.Context) (gone bool) {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	gone := make(chan struct{}, 1)
+	goneCh := make(chan struct{}, 1)
 	var sources []*listwatch.Source
 	nss := r.opt.Namespaces
 	if len(nss) == 0 {
@@ -157,8 +155,8 @@ func (r *Reader) watchUntilGone(ctx context.Context) {
 	}
 	for _, ns := range nss {
 		sources = append(sources,
-			newSource(r, Certificates, "Certificate", ns, gone, Certificate, sameCertificate),
-			newSource(r, CertificateRequests, "CertificateRequest", ns, gone, Request, func(a, b kube.CMRequest) bool { return a == b }))
+			newSource(r, Certificates, "Certificate", ns, goneCh, Certificate, sameCertificate),
+			newSource(r, CertificateRequests, "CertificateRequest", ns, goneCh, Request, func(a, b kube.CMRequest) bool { return a == b }))
 	}
 	r.w.mu.Lock()
 	appeared := r.w.checked && !r.w.present
@@ -181,10 +179,12 @@ func (r *Reader) watchUntilGone(ctx context.Context) {
 	}
 	select {
 	case <-ctx.Done():
-	case <-gone:
+	case <-goneCh:
+		gone = true
 	}
 	stop()
 	wg.Wait()
+	return gone
 }
 
 func informersSynced(sources []*listwatch.Source) []cache.InformerSynced {

@@ -2,6 +2,7 @@ package certmanager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -109,5 +110,92 @@ spec: {secretName: web-tls, dnsNames: [web.example.com], issuerRef: {name: ca, k
 	}
 	if got := r.Read(ctx); len(got.Certificates) != 0 || got.Err != nil {
 		t.Errorf("read after the deletion: %+v, want no Certificate", got)
+	}
+}
+
+// TestSameCertificate: what counts as a change of a Certificate's projection (an OnChange).
+func TestSameCertificate(t *testing.T) {
+	base := kube.CMCertificate{Namespace: "shop", Name: "web", SecretName: "web-tls", Revision: 2,
+		Ready: kube.CMCondition{Status: "True", LastTransitionTime: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)}}
+	with := func(f func(*kube.CMCertificate)) kube.CMCertificate { c := base; f(&c); return c }
+	cases := map[string]struct {
+		reason string
+		a, b   kube.CMCertificate
+		same   bool
+	}{
+		"Equal":         {reason: "nothing changed", a: base, b: base, same: true},
+		"Revision":      {reason: "a renewal", a: base, b: with(func(c *kube.CMCertificate) { c.Revision = 3 }), same: false},
+		"Ready":         {reason: "readiness lost", a: base, b: with(func(c *kube.CMCertificate) { c.Ready.Status = "False" }), same: false},
+		"TransitionAt":  {reason: "a condition's time", a: base, b: with(func(c *kube.CMCertificate) { c.Ready.LastTransitionTime = time.Time{} }), same: false},
+		"SameErrorText": {reason: "two reads of one malformed object: distinct error values, same text", a: with(func(c *kube.CMCertificate) { c.Err = errors.New("bad") }), b: with(func(c *kube.CMCertificate) { c.Err = errors.New("bad") }), same: true},
+		"ErrorText":     {reason: "another error", a: with(func(c *kube.CMCertificate) { c.Err = errors.New("bad") }), b: with(func(c *kube.CMCertificate) { c.Err = errors.New("worse") }), same: false},
+		"ErrorGone":     {reason: "fixed", a: with(func(c *kube.CMCertificate) { c.Err = errors.New("bad") }), b: base, same: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := sameCertificate(tc.a, tc.b); got != tc.same {
+				t.Errorf("%s: sameCertificate = %v, want %v", tc.reason, got, tc.same)
+			}
+		})
+	}
+}
+
+// TestWatchCRDsDeleted: CRDs deleted under a running watch make cert-manager absent (not an
+// error, no stale objects), and installed again, present without a restart.
+func TestWatchCRDsDeleted(t *testing.T) {
+	tb := bed.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := tb.InstallCertManagerCRDs(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	c := kubetest.FastAdmin(t, tb)
+	ns := kubetest.UniqueNS(t, "cmd")
+	kubetest.CreateNamespaces(t, c, ns)
+	dc, err := dynamic.NewForConfig(tb.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.Resource(Certificates).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj(t, `
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: web, namespace: `+ns+`}
+spec: {secretName: web-tls, issuerRef: {name: ca}}
+`)}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Certificate: %v", err)
+	}
+	changes := make(chan string, 64)
+	r := runReader(t, ctx, tb.Config, Options{Namespaces: []string{ns}, PresenceInterval: 100 * time.Millisecond,
+		OnChange: func(op kube.ChangeOp, kind, ns, name string) { changes <- string(op) + " " + kind }})
+	if got := r.Read(ctx); !got.Present || len(got.Certificates) != 1 {
+		t.Fatalf("with the CRDs: %+v, want present, one Certificate", got)
+	}
+	await := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case got := <-changes:
+				if got == want {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %q change", want)
+			}
+		}
+	}
+	crds := []string{"crd/certificates.cert-manager.io", "crd/certificaterequests.cert-manager.io"}
+	if out, err := tb.Kubectl(ctx, append([]string{"delete", "--wait"}, crds...)...); err != nil {
+		t.Fatalf("delete CRDs: %v\n%s", err, out)
+	}
+	await("deleted ") // cert-manager gone (the Certificate's own deletion may come first)
+	if got := r.Read(ctx); got.Present || got.Err != nil || len(got.Certificates) != 0 {
+		t.Errorf("CRDs deleted: %+v, want not present, no error, nothing", got)
+	}
+	if err := tb.InstallCertManagerCRDs(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	await("added ")
+	if got := r.Read(ctx); !got.Present || got.Err != nil || len(got.Certificates) != 0 {
+		t.Errorf("CRDs installed again: %+v, want present, no error, nothing (the Certificate went with its CRD)", got)
 	}
 }
