@@ -71,6 +71,10 @@ type KubeOptions struct {
 	// (gather/certmanager.go); absent CRDs need no flag, they are not an error.
 	NoCertManager bool
 	Options
+
+	// oneRound is KubeOnce's: the cert-manager reader lists in the round instead of starting a
+	// watch that would outlive it (a one-shot audit pays exactly the list, as before the watch).
+	oneRound bool
 }
 
 // Defaults of KubeOptions' port-forward session bounds.
@@ -143,16 +147,6 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); _ = inv.Run(runCtx) }()
 	go func() { defer s.wg.Done(); _ = disc.Run(runCtx) }()
-	if cm != nil {
-		// Not waited for here: the first round's read waits for its list (at most SyncTimeout),
-		// which by then ran beside the inventory's; absent CRDs must not hold up the start.
-		done, err := cm.Start(runCtx)
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-		s.wg.Go(func() { <-done })
-	}
 
 	syncCtx, cancel := context.WithTimeout(ctx, opt.SyncTimeout)
 	err = errors.Join(inv.WaitSynced(syncCtx), disc.WaitSynced(syncCtx))
@@ -160,6 +154,18 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("read the cluster: %w", err)
+	}
+	if cm != nil && !opt.oneRound {
+		// After the inventory's list, not beside it: the two initial lists are the process's
+		// peak memory, and overlapping them raised serve's RSS (docs/benchmarks.md). Not waited
+		// for: the first round's read waits for it (at most SyncTimeout), and absent CRDs must
+		// not hold up the start.
+		done, err := cm.Start(runCtx)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.wg.Go(func() { <-done })
 	}
 	return s, nil
 }
@@ -206,6 +212,7 @@ func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt Ku
 		// No next round to keep sessions for: a few at a time, each closed for the next pod.
 		opt.AdminMaxSessions = adminaccess.DefaultAdminMaxSessions
 	}
+	opt.oneRound = true
 	s, err := Start(ctx, rc, policy, opt)
 	if err != nil {
 		return audit.Inputs{}, err

@@ -36,7 +36,9 @@ type Options struct {
 	// QPS and Burst bound the client's request rate (defaults 50 and 100).
 	QPS   float32
 	Burst int
-	// PageSize is the list page size (default 500).
+	// PageSize is the list page size (default 100). A page is decoded whole into unstructured
+	// objects, ≈ 35 KB allocated per object (managedFields, the issued chain): the page, not the
+	// cluster, sets the list's peak memory (docs/benchmarks.md).
 	PageSize int64
 	// MaxObjects bounds how many objects of each resource one read keeps (default 50,000): a
 	// cluster holding more is reported as an error, never read without bound.
@@ -119,7 +121,7 @@ func New(rc *rest.Config, opt Options) (*Reader, error) {
 
 // NewWithClient builds a Reader on a dynamic client.
 func NewWithClient(client dynamic.Interface, opt Options) *Reader {
-	opt.PageSize = orDefault(opt.PageSize, 500)
+	opt.PageSize = orDefault(opt.PageSize, 100)
 	opt.MaxObjects = orDefault(opt.MaxObjects, 50_000)
 	opt.SyncTimeout = orDefault(opt.SyncTimeout, 30*time.Second)
 	opt.PresenceInterval = orDefault(opt.PresenceInterval, time.Minute)

@@ -7,5 +7,6 @@
 //
 // Once Start is called it lists once and watches (watch.go): a round reads the projections kept in
 // memory, an unchanged round costs a copy of them, and a change calls Options.OnChange so that
-// `serve` judges it at once. Before Start, Read lists (List), as every round once did.
+// `serve` judges it at once. Before Start, Read lists (List), as every round once did; a one-shot audit
+// (gather.KubeOnce) never starts the watch.
 package certmanager

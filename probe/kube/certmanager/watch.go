@@ -60,6 +60,9 @@ func (e *entry[T]) DeepCopyObject() runtime.Object {
 	return &c
 }
 
+// listGCPercent is the GC percent while the watch's list runs (the inventory's default).
+const listGCPercent = 50
+
 // watcher is a Reader's watch state.
 type watcher struct {
 	running atomic.Bool
@@ -246,6 +249,9 @@ func newSource[T any](r *Reader, gvr schema.GroupVersionResource, kind, ns strin
 		},
 		WatchFn:   func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return api.Watch(ctx, o) },
 		Transform: transform,
+		// The initial list is this reader's peak, and it runs beside the inventory's: collect
+		// eagerly while it runs, as the inventory does (listwatch.LowerGCForList).
+		GcPercent: listGCPercent,
 	}
 	s := &listwatch.Source{Kind: kind, Namespace: ns, Desc: listwatch.Describe(lw.Resource, ns, "", "")}
 	lw.Report = func(verb string, err error) {
