@@ -155,7 +155,8 @@ func BenchmarkReadUnchanged(b *testing.B) {
 			b.Fatalf("%s: err %v, %d certificates, %d requests; want %d each, issued leaves read", what, got.Err, len(got.Certificates), len(got.Requests), n)
 		}
 	}
-	listed, err := New(tb.Config, Options{Namespaces: []string{benchNS}})
+	// The list as every round read before the watch: pages of 500, the default then.
+	listed, err := New(tb.Config, Options{Namespaces: []string{benchNS}, PageSize: 500})
 	if err != nil {
 		b.Fatal(err)
 	}
