@@ -21,8 +21,8 @@ func newCertManager(rc *rest.Config, opt KubeOptions) (*certmanager.Reader, erro
 }
 
 // readCertManager reads cert-manager's objects for one round (from the reader's watch, which Start
-// runs), narrowed to sc's namespace. Absent
-// CRDs give Present false and no error (audit judges nothing of cert-manager then).
+// starts; KubeOnce's one round lists), narrowed to sc's namespace. Absent CRDs give Present false
+// and no error (audit judges nothing of cert-manager then).
 func (s *Session) readCertManager(ctx context.Context, sc Scope) kube.CertManager {
 	if s.cm == nil {
 		return kube.CertManager{}
