@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -329,6 +330,17 @@ func serveOnce(b *testing.B, bin, kubeconfig string, n int) (cpuPerRound, rss, h
 	}
 	if !strings.Contains(logs.String(), `certificates=`+strconv.Itoa(n)) {
 		b.Fatalf("serve never read the %d Certificates:\n%s", n, logs.String())
+	}
+	// The Go heap beside the RSS: live objects, or memory the runtime keeps.
+	if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, l := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(l, "go_memstats_heap_inuse_bytes ") || strings.HasPrefix(l, "go_memstats_heap_alloc_bytes ") ||
+				strings.HasPrefix(l, "go_memstats_heap_idle_bytes ") || strings.HasPrefix(l, "go_memstats_heap_released_bytes ") {
+				b.Logf("  %s", l)
+			}
+		}
 	}
 	return float64(cpu) / float64(r), float64(procStat(b, cmd.Process.Pid, "VmRSS")) / 1024, float64(procStat(b, cmd.Process.Pid, "VmHWM")) / 1024
 }

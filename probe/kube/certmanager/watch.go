@@ -42,8 +42,9 @@ import (
 // goes back to asking.
 //
 // Before the initial list, Read waits for it (at most SyncTimeout) rather than listing on its own:
-// Start is called with the Session's, so its list runs beside the inventory's and is done, or nearly,
-// when the first round reads; a fallback list would only send the same requests twice.
+// the Session starts the watch as soon as its inventory has listed, so the list is done, or nearly,
+// when the first round reads it; a fallback list would send the same requests twice, and hold a
+// second copy of the pages at the process's peak. (A one-shot audit never starts the watch.)
 
 // entry is what the informers' stores hold: the projection and the metadata the store and the
 // reflector need, never the object.
@@ -96,7 +97,11 @@ func (r *Reader) run(ctx context.Context) {
 	// client-go's reflectors log through the context's logger.
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(r.opt.Logger.Handler()))
 	for {
-		if !r.isServed(ctx) || r.watchUntilGone(ctx) {
+		served := r.isServed(ctx)
+		if ctx.Err() != nil {
+			return // stopping: a check cut short says nothing about the CRDs
+		}
+		if !served || r.watchUntilGone(ctx) {
 			r.setAbsent()
 		}
 		select {
