@@ -337,7 +337,7 @@ func serveOnce(b *testing.B, bin, kubeconfig string, n int) (cpuPerRound, rss, h
 		resp.Body.Close()
 		for _, l := range strings.Split(string(body), "\n") {
 			if strings.HasPrefix(l, "go_memstats_heap_inuse_bytes ") || strings.HasPrefix(l, "go_memstats_heap_alloc_bytes ") ||
-				strings.HasPrefix(l, "go_memstats_heap_idle_bytes ") || strings.HasPrefix(l, "go_memstats_heap_released_bytes ") {
+				strings.HasPrefix(l, "go_memstats_next_gc_bytes ") || strings.HasPrefix(l, "go_gc_duration_seconds_count ") {
 				b.Logf("  %s", l)
 			}
 		}
