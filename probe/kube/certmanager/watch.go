@@ -73,10 +73,6 @@ type watcher struct {
 	checked bool // the first presence check has answered
 	present bool
 	sources []*listwatch.Source // of the running informers; nil while absent
-	gen     uint64              // bumped by every change to what Read returns
-	// The last snapshot built, while gen is snapGen: an unchanged round copies it.
-	snapGen uint64
-	snap    *kube.CertManager
 }
 
 // Start watches Certificates and CertificateRequests until ctx ends; Read reads from the watch as
@@ -143,7 +139,6 @@ func (r *Reader) setAbsent() {
 	r.w.mu.Lock()
 	changed := r.w.checked && r.w.present
 	r.w.checked, r.w.present, r.w.sources = true, false, nil
-	r.w.gen++
 	r.w.mu.Unlock()
 	if changed {
 		r.opt.Logger.Info("cert-manager CRDs no longer served")
@@ -169,7 +164,6 @@ func (r *Reader) watchUntilGone(ctx context.Context) (gone bool) {
 	r.w.mu.Lock()
 	appeared := r.w.checked && !r.w.present
 	r.w.checked, r.w.present, r.w.sources = true, true, sources
-	r.w.gen++
 	r.w.mu.Unlock()
 
 	var wg sync.WaitGroup
@@ -209,12 +203,8 @@ func (r *Reader) notify(op kube.ChangeOp, kind, ns, name string) {
 	}
 }
 
-// bump records a change to what Read returns and says so to OnChange (not for the initial list:
-// the first round reads it all).
+// bump says a change to OnChange (not for the initial list: the first round reads it all).
 func (r *Reader) bump(op kube.ChangeOp, kind, ns, name string, initial bool) {
-	r.w.mu.Lock()
-	r.w.gen++
-	r.w.mu.Unlock()
 	if !initial {
 		r.notify(op, kind, ns, name)
 	}
@@ -355,7 +345,7 @@ func settled(sources []*listwatch.Source) bool {
 }
 
 // snapshot is the stores' contents, sorted as List sorts them, with each informer's failure in
-// Err. The sorted slices are kept until the next change and copied to each caller.
+// Err.
 func (r *Reader) snapshot(sources []*listwatch.Source) kube.CertManager {
 	out := kube.CertManager{Read: true, Present: true}
 	var errs []error
@@ -366,32 +356,38 @@ func (r *Reader) snapshot(sources []*listwatch.Source) kube.CertManager {
 			errs = append(errs, fmt.Errorf("%s: not listed after %v: no answer from the API server", s.Desc, r.opt.SyncTimeout))
 		}
 	}
-	r.w.mu.Lock()
-	gen, cached := r.w.gen, r.w.snap
-	if r.w.snapGen != gen {
-		cached = nil
+	// Built afresh each read: a kept sorted copy would save the sort (≈ 1 ms at 4,000 objects)
+	// but hold a second copy of every projection in the live heap, which GOGC doubles in RSS.
+	var lists [][]any
+	nc, nr := 0, 0
+	for _, s := range sources {
+		l := s.Informer.GetStore().List()
+		lists = append(lists, l)
+		if s.Kind == "Certificate" {
+			nc += len(l)
+		} else {
+			nr += len(l)
+		}
 	}
-	r.w.mu.Unlock()
-	if cached == nil {
-		cached = &kube.CertManager{}
-		for _, s := range sources {
-			for _, obj := range s.Informer.GetStore().List() {
-				switch e := obj.(type) {
-				case *entry[kube.CMCertificate]:
-					cached.Certificates = append(cached.Certificates, e.V)
-				case *entry[kube.CMRequest]:
-					cached.Requests = append(cached.Requests, e.V)
-				}
+	// nil when empty, as List returns them.
+	if nc > 0 {
+		out.Certificates = make([]kube.CMCertificate, 0, nc)
+	}
+	if nr > 0 {
+		out.Requests = make([]kube.CMRequest, 0, nr)
+	}
+	for _, l := range lists {
+		for _, obj := range l {
+			switch e := obj.(type) {
+			case *entry[kube.CMCertificate]:
+				out.Certificates = append(out.Certificates, e.V)
+			case *entry[kube.CMRequest]:
+				out.Requests = append(out.Requests, e.V)
 			}
 		}
-		slices.SortFunc(cached.Certificates, func(a, b kube.CMCertificate) int { return compareKey(a.Namespace, a.Name, b.Namespace, b.Name) })
-		slices.SortFunc(cached.Requests, func(a, b kube.CMRequest) int { return compareKey(a.Namespace, a.Name, b.Namespace, b.Name) })
-		r.w.mu.Lock()
-		// Built from stores at least as new as gen: a change since then bumped gen again.
-		r.w.snap, r.w.snapGen = cached, gen
-		r.w.mu.Unlock()
 	}
-	out.Certificates, out.Requests = slices.Clone(cached.Certificates), slices.Clone(cached.Requests)
+	slices.SortFunc(out.Certificates, func(a, b kube.CMCertificate) int { return compareKey(a.Namespace, a.Name, b.Namespace, b.Name) })
+	slices.SortFunc(out.Requests, func(a, b kube.CMRequest) int { return compareKey(a.Namespace, a.Name, b.Namespace, b.Name) })
 	// Watch events may add past what a list accepts: the same bound, the same error.
 	if n := r.opt.MaxObjects; len(out.Certificates) > n || len(out.Requests) > n {
 		errs = append(errs, fmt.Errorf("cert-manager: more than %d Certificates or CertificateRequests; certdrift reads at most that many", n))
