@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,7 +220,8 @@ func selfCPU(b *testing.B) time.Duration {
 // BenchmarkBinaries runs whole certdrift binaries against the populated cluster (no Envoy pods),
 // alternating between them within each iteration: `audit -o json` (CPU-s, peak RSS, wall) and
 // `serve --interval 2s` (CPU per round and RSS after 15 s of rounds). CERTDRIFT_CM_BINS names
-// them, "name=path,name=path" (e.g. the commit before the watch and this one). Each iteration's
+// them, "name=path,name=path" (e.g. the commit before the watch and this one), in turn, the order
+// reversed each iteration. Each iteration's
 // figures are logged too, for ranges.
 //
 //	CERTDRIFT_CM_BINS=before=/tmp/certdrift-before,after=/tmp/certdrift-after nice -n 19 go test ./probe/kube/certmanager/ -run '^$' -bench Binaries -benchtime 3x -timeout 30m
@@ -240,6 +242,9 @@ func BenchmarkBinaries(b *testing.B) {
 	}
 	sums := map[string]float64{}
 	for i := 0; b.Loop(); i++ {
+		if i > 0 {
+			slices.Reverse(bins) // neither binary always runs first
+		}
 		for _, bn := range bins {
 			// Through /usr/bin/time: a child forked from this process starts with its RSS, and
 			// wait4's ru_maxrss keeps that (≈ 80 MB here, whatever the child then uses).

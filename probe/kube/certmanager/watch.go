@@ -97,8 +97,12 @@ func (r *Reader) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return // stopping: a check cut short says nothing about the CRDs
 		}
-		if !served || r.watchUntilGone(ctx) {
-			r.setAbsent()
+		if !served {
+			r.setAbsent(false)
+		} else if gone, listed := r.watchUntilGone(ctx); gone {
+			// Said only if a round could have read the objects: CRDs still being installed
+			// (a 404 right after discovery said yes) were never announced.
+			r.setAbsent(listed)
 		}
 		select {
 		case <-ctx.Done():
@@ -135,19 +139,19 @@ func resourceNotServed(err error) bool {
 	return apierrors.IsNotFound(err) && !isObjectNotFound(err)
 }
 
-func (r *Reader) setAbsent() {
+func (r *Reader) setAbsent(announce bool) {
 	r.w.mu.Lock()
-	changed := r.w.checked && r.w.present
 	r.w.checked, r.w.present, r.w.sources = true, false, nil
 	r.w.mu.Unlock()
-	if changed {
+	if announce {
 		r.opt.Logger.Info("cert-manager CRDs no longer served")
 		r.notify(kube.Deleted, "", "", "")
 	}
 }
 
-// watchUntilGone runs the informers until ctx ends or a list says the resources are gone (true).
-func (r *Reader) watchUntilGone(ctx context.Context) (gone bool) {
+// watchUntilGone runs the informers until ctx ends or a list says the resources are gone (gone),
+// and says whether every informer had listed (listed).
+func (r *Reader) watchUntilGone(ctx context.Context) (gone, listed bool) {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	goneCh := make(chan struct{}, 1)
@@ -184,9 +188,13 @@ func (r *Reader) watchUntilGone(ctx context.Context) (gone bool) {
 	case <-goneCh:
 		gone = true
 	}
+	listed = true
+	for _, s := range sources {
+		listed = listed && s.Informer.HasSynced()
+	}
 	stop()
 	wg.Wait()
-	return gone
+	return gone, listed
 }
 
 func informersSynced(sources []*listwatch.Source) []cache.InformerSynced {
@@ -223,7 +231,7 @@ func newSource[T any](r *Reader, gvr schema.GroupVersionResource, kind, ns strin
 			UID: u.GetUID(), ResourceVersion: u.GetResourceVersion()}, V: project(u.Object)}, nil
 	}
 	listed := 0 // objects in the list being read; one list at a time per informer
-	lw := &listwatch.Paged{Resource: gvr.GroupResource().String(), Namespace: ns, PageSize: r.opt.PageSize,
+	lw := &listwatch.Paged{Resource: gvr.GroupResource().String(), Namespace: ns, PageSize: orDefault(r.opt.PageSize, 100),
 		ListPage: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, metav1.ListMeta, error) {
 			if o.Continue == "" {
 				listed = 0
