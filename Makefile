@@ -78,7 +78,7 @@ test-unit: deps
 # (exporter, cmd/certdrift). Only the tests that exercise that concurrency run here (race builds run several
 # times slower; the whole suite already ran without it), which keeps this pass to a few minutes.
 RACE_PKGS ?= ./audit ./collector ./internal/connlimit ./probe/netbudget ./probe/envoyadmin ./probe/tlsprobe \
-  ./probe/files ./probe/kube/inventory ./probe/kube/adminaccess ./remediate ./gather ./exporter ./cmd/certdrift
+  ./probe/files ./probe/kube/inventory ./probe/kube/adminaccess ./probe/kube/certmanager ./remediate ./gather ./exporter ./cmd/certdrift
 RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerFormats \
   TestIdleEvictedForNew TestBusyNotEvicted TestCloseDropsIdleKeepsBusy TestGrowWaitsForRelease \
   TestGrowEndsWithContext TestHoldersDoNotDeadlock TestReadAllWaitsThenFailsAtDeadline \
@@ -88,7 +88,7 @@ RACE_TESTS ?= TestStoreConcurrentUse TestUpdateDesired TestHandlerFormats \
   TestContinuousElection TestContinuousReleasesOnStop TestElectorOneWinner \
   TestContinuousSkipsRoundsFromBeforeTheLastAction TestServeLifecycle TestServeWebConfigAuth \
   TestDesiredQueue TestForEachBounded TestShardSplitsProbes TestSIGTERMDuringFirstRound \
-  TestMemoNeverHidesAChange TestRoundReusesUnchangedDesiredObjects
+  TestMemoNeverHidesAChange TestRoundReusesUnchangedDesiredObjects TestWatchOnCluster
 empty :=
 space := $(empty) $(empty)
 test-race: deps

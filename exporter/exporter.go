@@ -306,6 +306,8 @@ func (x *Exporter) StartKube(ctx context.Context, rc *rest.Config, opts gather.K
 		poke()
 	}
 	opts.OnTargetChange = func(kube.ChangeOp, string, string) { poke() }
+	// A renewal, a failed issuance, cert-manager installed: judged now, not at the next interval.
+	opts.OnCertManagerChange = func(kube.ChangeOp, string, string, string) { poke() }
 	opts.Shard = PodShard(x.opt.Shard)
 	// Sources the pairings name are read by name when the inventory does not watch them (a
 	// CA-only Opaque Secret), as audit does. Read at start: a reload that adds a pairing to a

@@ -16,11 +16,13 @@ func newCertManager(rc *rest.Config, opt KubeOptions) (*certmanager.Reader, erro
 	if opt.NoCertManager {
 		return nil, nil
 	}
-	return certmanager.New(rc, certmanager.Options{Namespaces: opt.Namespaces, QPS: opt.QPS, Burst: opt.Burst})
+	return certmanager.New(rc, certmanager.Options{Namespaces: opt.Namespaces, QPS: opt.QPS, Burst: opt.Burst,
+		SyncTimeout: opt.SyncTimeout, Logger: opt.Log, OnChange: opt.OnCertManagerChange})
 }
 
-// readCertManager lists cert-manager's objects for one round, narrowed to sc's namespace. Absent
-// CRDs give Present false and no error (audit judges nothing of cert-manager then).
+// readCertManager reads cert-manager's objects for one round (from the reader's watch, which Start
+// starts; KubeOnce's one round lists), narrowed to sc's namespace. Absent CRDs give Present false
+// and no error (audit judges nothing of cert-manager then).
 func (s *Session) readCertManager(ctx context.Context, sc Scope) kube.CertManager {
 	if s.cm == nil {
 		return kube.CertManager{}

@@ -48,6 +48,10 @@ type KubeOptions struct {
 	// uses them to refresh without waiting for its next round.
 	OnDesiredChange func(kube.Change)
 	OnTargetChange  func(op kube.ChangeOp, namespace, pod string)
+	// OnCertManagerChange is called (the same way) after a Certificate's or CertificateRequest's
+	// projection changes, kind "Certificate" or "CertificateRequest", and with an empty kind when
+	// cert-manager's CRDs appear or go (certmanager.Options.OnChange).
+	OnCertManagerChange func(op kube.ChangeOp, kind, namespace, name string)
 	// PairingSources are the sources that declared pairings name ("namespace/name",
 	// "configmap:namespace/name"): read by name when the informers do not watch them.
 	PairingSources []string
@@ -67,6 +71,10 @@ type KubeOptions struct {
 	// (gather/certmanager.go); absent CRDs need no flag, they are not an error.
 	NoCertManager bool
 	Options
+
+	// oneRound is KubeOnce's: the cert-manager reader lists in the round instead of starting a
+	// watch that would outlive it (a one-shot audit pays exactly the list, as before the watch).
+	oneRound bool
 }
 
 // Defaults of KubeOptions' port-forward session bounds.
@@ -150,6 +158,18 @@ func Start(ctx context.Context, rc *rest.Config, policy config.Policy, opt KubeO
 		s.Close()
 		return nil, fmt.Errorf("read the cluster: %w", err)
 	}
+	if cm != nil && !opt.oneRound {
+		// After the inventory's list, not beside it: the two initial lists are the process's
+		// peak memory, and overlapping them raised serve's RSS (docs/benchmarks.md). Not waited
+		// for: the first round's read waits for it (at most SyncTimeout), and absent CRDs must
+		// not hold up the start.
+		done, err := cm.Start(runCtx)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.wg.Go(func() { <-done })
+	}
 	return s, nil
 }
 
@@ -195,6 +215,7 @@ func KubeOnce(ctx context.Context, rc *rest.Config, policy config.Policy, opt Ku
 		// No next round to keep sessions for: a few at a time, each closed for the next pod.
 		opt.AdminMaxSessions = adminaccess.DefaultAdminMaxSessions
 	}
+	opt.oneRound = true
 	s, err := Start(ctx, rc, policy, opt)
 	if err != nil {
 		return audit.Inputs{}, err

@@ -35,7 +35,7 @@ type serveCmd struct {
 	Interval      time.Duration `default:"30s" env:"CERTDRIFT_INTERVAL" help:"Time between rounds of admin reads and handshakes."`
 	Jitter        float64       `default:"0.1" env:"CERTDRIFT_JITTER" help:"Fraction of --interval by which each wait is randomly shortened or lengthened, so replicas do not probe in step."`
 	RoundTimeout  time.Duration `name:"round-timeout" default:"0s" env:"CERTDRIFT_ROUND_TIMEOUT" help:"Deadline for one round; 0 means --interval."`
-	Debounce      time.Duration `default:"200ms" env:"CERTDRIFT_DEBOUNCE" help:"Kubernetes mode: after a Secret, ConfigMap or pod change, wait this long for more before an early round."`
+	Debounce      time.Duration `default:"200ms" env:"CERTDRIFT_DEBOUNCE" help:"Kubernetes mode: after a Secret, ConfigMap, pod or cert-manager Certificate change, wait this long for more before an early round."`
 	Timeout       time.Duration `default:"0s" env:"CERTDRIFT_TIMEOUT" help:"Deadline for each admin request and each handshake; 0 uses policy.timeout."`
 	Concurrency   int           `default:"8" env:"CERTDRIFT_CONCURRENCY" help:"Most admin requests, file reads and handshakes in flight at once, per view."`
 	Grace         time.Duration `default:"0s" env:"CERTDRIFT_GRACE" help:"How long a rotation may take to reach Envoy before it is drift; 0 uses policy.grace."`

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/certdrift/certdrift/pki"
@@ -136,6 +137,22 @@ func TestReadOnCluster(t *testing.T) {
 	if got := r.Read(ctx); got.Present || got.Err != nil || !got.Read {
 		t.Fatalf("before the CRDs: %+v, want Read, not Present, no error", got)
 	}
+	// Watching readers started before the CRDs: one asks again every 100 ms whether they are
+	// served, the control only every hour (so only the periodic check can make it notice).
+	appeared := make(chan string, 16)
+	watched := runReader(t, ctx, tb.Config, Options{PresenceInterval: 100 * time.Millisecond,
+		OnChange: func(op kube.ChangeOp, kind, ns, name string) {
+			select {
+			case appeared <- string(op) + " " + kind:
+			default:
+			}
+		}})
+	late := runReader(t, ctx, tb.Config, Options{PresenceInterval: time.Hour})
+	for name, w := range map[string]*Reader{"watched": watched, "late": late} {
+		if got := w.Read(ctx); got.Present || got.Err != nil || !got.Read {
+			t.Fatalf("%s, before the CRDs: %+v, want Read, not Present, no error", name, got)
+		}
+	}
 	// A user without a cert-manager.io rule is refused (403) before the API server looks the
 	// resource up: with no CRDs that is still "absent", not a gap (discovery settles it).
 	nobody, err := tb.ClientConfig("certdrift-no-certmanager")
@@ -149,6 +166,10 @@ func TestReadOnCluster(t *testing.T) {
 	if got := denied.Read(ctx); got.Present || got.Err != nil || !got.Read {
 		t.Errorf("before the CRDs, a user without the rule: %+v, want Read, not Present, no error", got)
 	}
+	deniedWatch := runReader(t, ctx, nobody, Options{Namespaces: []string{"default"}})
+	if got := deniedWatch.Read(ctx); got.Present || got.Err != nil || !got.Read {
+		t.Errorf("before the CRDs, a user without the rule, watching: %+v, want Read, not Present, no error", got)
+	}
 	// Control: the same user's list is refused, not answered 404 (else the case above proves nothing).
 	ndc, err := dynamic.NewForConfig(nobody)
 	if err != nil {
@@ -160,6 +181,21 @@ func TestReadOnCluster(t *testing.T) {
 
 	if err := tb.InstallCertManagerCRDs(ctx, ""); err != nil {
 		t.Fatal(err)
+	}
+	// The periodic presence check picks the CRDs up, and says so once (an early round).
+	select {
+	case got := <-appeared:
+		if got != "added " {
+			t.Errorf("first change after the CRDs were installed: %q, want cert-manager's appearance (%q)", got, "added ")
+		}
+	case <-ctx.Done():
+		t.Fatal("the watching reader never reported cert-manager's appearance")
+	}
+	if got := watched.Read(ctx); !got.Present || got.Err != nil {
+		t.Errorf("watched, after the CRDs: %+v, want Present, no error", got)
+	}
+	if got := late.Read(ctx); got.Present {
+		t.Errorf("control (presence asked hourly), after the CRDs: %+v, want still not Present", got)
 	}
 	c := kubetest.FastAdmin(t, tb)
 	ns := kubetest.UniqueNS(t, "cm")
@@ -199,7 +235,13 @@ spec: {request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K, issuerRef: {na
 			t.Fatalf("create CertificateRequest: %v", err)
 		}
 	}
+	// Watching with small pages, and without discovery (presence from a one-item list).
+	pagedWatch := NewWithClient(dc, Options{Namespaces: []string{ns}, PageSize: 1})
+	startWatch(t, ctx, pagedWatch)
 	got := paged.Read(ctx)
+	if diff := cmp.Diff(got, pagedWatch.Read(ctx)); diff != "" {
+		t.Errorf("watch and list disagree (-list +watch):\n%s", diff)
+	}
 	if !got.Present || got.Err != nil || len(got.Certificates) != 1 || len(got.Requests) != 3 {
 		t.Fatalf("after the CRDs: present %v, err %v, %d certificates, %d requests; want present, 1 and 3", got.Present, got.Err, len(got.Certificates), len(got.Requests))
 	}
@@ -209,6 +251,17 @@ spec: {request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K, issuerRef: {na
 	for i, rq := range got.Requests {
 		if rq.Certificate != "web" || rq.Revision != i+1 {
 			t.Errorf("request %d: %+v, want certificate web, revision %d", i, rq, i+1)
+		}
+	}
+	// MaxObjects: 3 requests where 2 are allowed is an error, listing or watching; 3 allowed is none.
+	for _, max := range []int{2, 3} {
+		listed := NewWithClient(dc, Options{Namespaces: []string{ns}, MaxObjects: max})
+		watching := NewWithClient(dc, Options{Namespaces: []string{ns}, MaxObjects: max})
+		startWatch(t, ctx, watching)
+		for name, r := range map[string]*Reader{"list": listed, "watch": watching} {
+			if got := r.Read(ctx); (got.Err != nil) != (max == 2) {
+				t.Errorf("%s, 3 requests, at most %d: err %v", name, max, got.Err)
+			}
 		}
 	}
 
@@ -222,4 +275,33 @@ spec: {request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K, issuerRef: {na
 	} else {
 		t.Logf("OBSERVED: forbidden read: %v", got.Err)
 	}
+	deniedWatch = runReader(t, ctx, nobody, Options{Namespaces: []string{ns}})
+	if got := deniedWatch.Read(ctx); !got.Present || got.Err == nil || deniedWatch.w.lists.Load() == 0 {
+		t.Errorf("forbidden, watching: %+v after %d watch lists, want present with an error from the watch's list", got, deniedWatch.w.lists.Load())
+	} else {
+		t.Logf("OBSERVED: forbidden watch: %v", got.Err)
+	}
+}
+
+// runReader builds a Reader on rc and runs its watch until the test ends.
+func runReader(t *testing.T, ctx context.Context, rc *rest.Config, opt Options) *Reader {
+	t.Helper()
+	r, err := New(rc, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWatch(t, ctx, r)
+	return r
+}
+
+func startWatch(t *testing.T, ctx context.Context, r *Reader) {
+	ctx, cancel := context.WithCancel(ctx)
+	done, err := r.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }

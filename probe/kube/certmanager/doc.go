@@ -5,6 +5,8 @@
 // dependency tree is larger than certdrift's whole binary. An API server that does not serve the
 // CRDs answers 404: cert-manager is then absent, which is not an error.
 //
-// It lists once per round (paged) rather than keeping informers: Certificates and their few
-// recent requests are small next to the Secrets, and a round is when they are judged.
+// Once Start is called it lists once and watches (watch.go): a round reads the projections kept in
+// memory, an unchanged round costs a copy of them, and a change calls Options.OnChange so that
+// `serve` judges it at once. Before Start, Read lists (List), as every round once did; a one-shot audit
+// (gather.KubeOnce) never starts the watch.
 package certmanager
