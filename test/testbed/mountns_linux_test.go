@@ -83,14 +83,22 @@ show
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Not cmd.StdoutPipe: startInMountNamespace calls cmd.Wait as soon as the shell exits, and
+	// Wait closes that pipe, so its last lines could be lost before they are read (seen once
+	// under load). With a writer of ours, Wait returns only after all output is copied; the pipe
+	// is closed after that.
+	stdout, out := io.Pipe()
+	cmd.Stdout = out
 	exited, err := startInMountNamespace(cmd, binds)
 	if err != nil {
 		t.Fatal(err)
 	}
+	waited := make(chan error, 1)
+	go func() {
+		err := <-exited
+		out.Close()
+		waited <- err
+	}()
 	var lines []string
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
@@ -104,7 +112,7 @@ show
 		}
 	}
 	select {
-	case err := <-exited:
+	case err := <-waited:
 		if err != nil {
 			t.Fatalf("shell in the mount namespace: %v\n%s", err, strings.Join(lines, "\n"))
 		}
