@@ -37,7 +37,7 @@ func (a *auditor) checkUnbound(ev *EnvoyView, bs []*Binding, loaded map[*Binding
 	}
 	type unbound struct {
 		v         validity
-		names     string
+		names     string   // certName: one name
 		where     []string // "config_dump secret NAME", "file PATH", "served at ADDR (SNI …)"
 		secret    string
 		file      string
@@ -55,7 +55,9 @@ func (a *auditor) checkUnbound(ev *EnvoyView, bs []*Binding, loaded map[*Binding
 		}
 		u := found[k]
 		if u == nil {
-			u = &unbound{v: v, names: strings.Join(append(slices.Clone(dns), uris...), ","), fp: fp}
+			// One name, as every message names a certificate (certName): the rest of a hostile
+			// admin's SANs may carry anything (test/hostile TestNoForeignKeyBytes).
+			u = &unbound{v: v, names: certName(dns, uris, "", v.serial), fp: fp}
 			found[k] = u
 			order = append(order, k)
 		}
@@ -111,7 +113,7 @@ func (a *auditor) checkUnbound(ev *EnvoyView, bs []*Binding, loaded map[*Binding
 	for _, k := range order {
 		u := found[k]
 		s := Subject{Envoy: ev.Config.Name, Secret: u.secret, File: u.file, Endpoint: u.endpoint, SNI: u.sni}
-		ev := map[string]string{"serial": pki.SerialHex(u.v.serial), "not_after": u.v.notAfter.UTC().Format(time.RFC3339), "names": u.names,
+		ev := map[string]string{"serial": pki.SerialHex(u.v.serial), "not_after": u.v.notAfter.UTC().Format(time.RFC3339), "name": u.names,
 			"seen_in": strings.Join(u.where, "; ")}
 		if u.fp != "" {
 			ev["fingerprint_sha256"] = u.fp
