@@ -33,6 +33,9 @@ type auditor struct {
 	// chains checks served chains once per distinct (chain, bundle): the Memo's, kept across
 	// Runs, or one for this Run (a fleet's replicas serve the same chain).
 	chains *pki.ChainCache
+	// leafKeys finds desired certificates by their leaf's validity key (unbound.go), built on
+	// first use.
+	leafKeys map[string][]*desiredCert
 }
 
 // Run judges in against policy at time now. It is a pure function: the same inputs give the same

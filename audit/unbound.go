@@ -48,9 +48,10 @@ func (a *auditor) checkUnbound(ev *EnvoyView, bs []*Binding, loaded map[*Binding
 	}
 	var order []string
 	found := map[string]*unbound{}
+	sc := scopeOf(ev)
 	note := func(v validity, dns, uris []string, fp, where string, fill func(u *unbound)) {
 		k := v.key()
-		if accounted[k] || meshIdentity(dns, uris) {
+		if accounted[k] || meshIdentity(dns, uris) || a.isDesiredLeaf(k, sc) {
 			return
 		}
 		u := found[k]
@@ -128,6 +129,23 @@ func (a *auditor) checkUnbound(ev *EnvoyView, bs []*Binding, loaded map[*Binding
 		}
 		a.add(Finding{Code: Unbound, Severity: Warning, Subject: s, Evidence: ev, Message: msg, Advice: advice})
 	}
+}
+
+// isDesiredLeaf reports whether the certificate with validity key k is the current leaf of a
+// desired source the Envoy may hold (scope): no binding names which one (two sources covering one
+// SNI, an admin that did not answer), but it is a certificate certdrift knows to be current, not
+// one without a source. The index is built once per Run, on first use.
+func (a *auditor) isDesiredLeaf(k string, sc scope) bool {
+	if a.leafKeys == nil {
+		a.leafKeys = map[string][]*desiredCert{}
+		for _, d := range a.desired.all {
+			if d.hasLeaf() {
+				lk := validity{serial: d.lf.Serial, notAfter: d.lf.NotAfter}.key()
+				a.leafKeys[lk] = append(a.leafKeys[lk], d)
+			}
+		}
+	}
+	return slices.ContainsFunc(a.leafKeys[k], sc.allows)
 }
 
 // meshIdentity reports a leaf named only by spiffe:// URIs: a mesh workload identity that its

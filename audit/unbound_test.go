@@ -63,6 +63,12 @@ func TestUnbound(t *testing.T) {
 				Envoys: []EnvoyView{envoy("edge", loadedFile("/etc/other/tls.crt", f.other.Cert), nil)}},
 			want: want{Complete: true},
 		},
+		"AmbiguousButDesired": {
+			reason: "control: two sources cover the SNI and the admin did not answer, so no binding says which; the leaf served is one of them, current: not unbound",
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated), desiredObs("sibling", f.sibling, rotated)},
+				Envoys: []EnvoyView{envoy("edge", nil, ep, served("127.0.0.1:10000", "www.example.com", f.cur.Cert))}},
+			want: want{Complete: true},
+		},
 		"OldCopyOfABoundSource": {
 			reason: "control: an old copy of a bound source (inferred by names) is that source's, judged stale, not unbound",
 			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
