@@ -35,12 +35,12 @@ type exposition struct {
 	protoGz     []byte
 }
 
-func (e *exposition) protoGzip() []byte {
+func (e *exposition) protoGzip(bad func(error)) []byte {
 	e.protoGzOnce.Do(func() {
 		var gz bytes.Buffer
 		zw := gzip.NewWriter(&gz)
 		bw := bufio.NewWriterSize(zw, 32<<10)
-		_ = e.writeProto(bw)
+		_ = e.writeProto(bw, bad)
 		_ = bw.Flush()
 		_ = zw.Close()
 		e.protoGz = gz.Bytes()
@@ -49,9 +49,9 @@ func (e *exposition) protoGzip() []byte {
 }
 
 type expFamily struct {
-	f           *metricFamily
-	text, proto [][]byte
-	protoSize   int
+	f *metricFamily
+	// rows are the family's rows of every object, in object order (shared with the objects).
+	rows []*rows
 }
 
 // assemble builds the exposition of objs, in family name order and, within a family, object
@@ -59,21 +59,19 @@ type expFamily struct {
 func assemble(objs objects) *exposition {
 	byID := make([]*expFamily, len(allFamilies))
 	for _, o := range objs {
-		for _, r := range o.rows {
+		for i := range o.rows {
+			r := &o.rows[i]
 			ef := byID[r.f.id]
 			if ef == nil {
 				ef = &expFamily{f: r.f}
 				byID[r.f.id] = ef
 			}
-			ef.text = append(ef.text, r.text)
-			ef.proto = append(ef.proto, r.proto)
-			ef.protoSize += len(r.proto)
+			ef.rows = append(ef.rows, r)
 		}
 	}
 	exp := &exposition{}
 	for _, ef := range byID {
 		if ef != nil {
-			ef.protoSize += len(ef.f.protoHeader)
 			exp.fams = append(exp.fams, *ef)
 		}
 	}
@@ -93,8 +91,8 @@ func (e *exposition) writeText(w io.Writer) error {
 		if _, err := w.Write(ef.f.textHeader); err != nil {
 			return err
 		}
-		for _, t := range ef.text {
-			if _, err := w.Write(t); err != nil {
+		for _, r := range ef.rows {
+			if _, err := w.Write(r.text); err != nil {
 				return err
 			}
 		}
@@ -103,23 +101,43 @@ func (e *exposition) writeText(w io.Writer) error {
 }
 
 // writeProto writes each family as one length-delimited MetricFamily: header fields, then every
-// object's Metric fields.
-func (e *exposition) writeProto(w io.Writer) error {
-	var lenBuf [binaryMaxVarint]byte
+// object's Metric fields, derived from the rows' text here (protoRows). Rows that do not convert
+// are left out and told to bad: they are this package's own text, so that is a bug, and the
+// scrape still gets everything else.
+func (e *exposition) writeProto(w io.Writer, bad func(error)) error {
+	var body []byte
 	for _, ef := range e.fams {
-		if _, err := w.Write(protowire.AppendVarint(lenBuf[:0], uint64(ef.protoSize))); err != nil {
-			return err
+		body = body[:0]
+		for _, r := range ef.rows {
+			body = r.protoRowsOrTell(body, bad)
 		}
-		if _, err := w.Write(ef.f.protoHeader); err != nil {
+		if err := writeProtoFamily(w, ef.f, body); err != nil {
 			return err
-		}
-		for _, p := range ef.proto {
-			if _, err := w.Write(p); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
+}
+
+// protoRowsOrTell is protoRows that keeps what it converted and tells bad of the rest.
+func (r *rows) protoRowsOrTell(dst []byte, bad func(error)) []byte {
+	dst, err := r.protoRows(dst)
+	if err != nil && bad != nil {
+		bad(err)
+	}
+	return dst
+}
+
+// writeProtoFamily writes one length-delimited MetricFamily: f's header fields, then body.
+func writeProtoFamily(w io.Writer, f *metricFamily, body []byte) error {
+	var lenBuf [binaryMaxVarint]byte
+	if _, err := w.Write(protowire.AppendVarint(lenBuf[:0], uint64(len(f.protoHeader)+len(body)))); err != nil {
+		return err
+	}
+	if _, err := w.Write(f.protoHeader); err != nil {
+		return err
+	}
+	_, err := w.Write(body)
+	return err
 }
 
 const binaryMaxVarint = 10
@@ -137,16 +155,11 @@ func (s *rowSet) writeText(w io.Writer) error {
 	return nil
 }
 
-func (s *rowSet) writeProto(w io.Writer) error {
-	var lenBuf [binaryMaxVarint]byte
-	for _, r := range s.rows {
-		if _, err := w.Write(protowire.AppendVarint(lenBuf[:0], uint64(len(r.f.protoHeader)+len(r.proto)))); err != nil {
-			return err
-		}
-		if _, err := w.Write(r.f.protoHeader); err != nil {
-			return err
-		}
-		if _, err := w.Write(r.proto); err != nil {
+func (s *rowSet) writeProto(w io.Writer, bad func(error)) error {
+	var body []byte
+	for i := range s.rows {
+		body = s.rows[i].protoRowsOrTell(body[:0], bad)
+		if err := writeProtoFamily(w, s.rows[i].f, body); err != nil {
 			return err
 		}
 	}
@@ -206,6 +219,12 @@ func (s *Store) Handler(opts HandlerOpts) (http.Handler, error) {
 	}
 	extra := prometheus.Gatherers(opts.Extra)
 	protoFormat, textFormat := expfmt.NewFormat(expfmt.TypeProtoDelim), expfmt.NewFormat(expfmt.TypeTextPlain)
+	// A row whose protobuf form cannot be derived is left out of a protobuf scrape and counted
+	// as promhttp counts a family it cannot encode.
+	badRow := func(err error) {
+		errs.WithLabelValues("encoding").Inc()
+		log.Warn("encode metric rows as protobuf", "err", err)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		format := expfmt.NegotiateAccept(r.Header, protoFormat, textFormat)
 		exp, live := s.current(), s.live()
@@ -238,7 +257,7 @@ func (s *Store) Handler(opts HandlerOpts) (http.Handler, error) {
 			zw = gzip.NewWriter(w)
 			out = zw
 		case gz:
-			if _, err := w.Write(exp.protoGzip()); err != nil {
+			if _, err := w.Write(exp.protoGzip(badRow)); err != nil {
 				return
 			}
 			zw = gzip.NewWriter(w)
@@ -247,11 +266,11 @@ func (s *Store) Handler(opts HandlerOpts) (http.Handler, error) {
 		bw := bufio.NewWriterSize(out, 32<<10)
 		switch {
 		case proto && gz:
-			err = live.writeProto(bw)
+			err = live.writeProto(bw, badRow)
 		case proto:
-			err = exp.writeProto(bw)
+			err = exp.writeProto(bw, badRow)
 			if err == nil {
-				err = live.writeProto(bw)
+				err = live.writeProto(bw, badRow)
 			}
 		case !gz:
 			err = exp.writeText(bw)

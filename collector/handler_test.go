@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -145,7 +146,7 @@ func TestRenderMatchesExpfmt(t *testing.T) {
 				t.Errorf("text (-expfmt +ours):\n%s", diff)
 			}
 			var pb bytes.Buffer
-			if err := rs.writeProto(&pb); err != nil {
+			if err := rs.writeProto(&pb, failOnBadRow(t)); err != nil {
 				t.Fatal(err)
 			}
 			gotPB := &dto.MetricFamily{}
@@ -161,11 +162,70 @@ func TestRenderMatchesExpfmt(t *testing.T) {
 	var rs rowSet
 	rs.sample(f, names, []string{"bad\xffbyte", "y", "z"}, 1)
 	var pb bytes.Buffer
-	if err := rs.writeProto(&pb); err != nil {
+	if err := rs.writeProto(&pb, failOnBadRow(t)); err != nil {
 		t.Fatal(err)
 	}
 	if err := protodelim.UnmarshalFrom(bytes.NewReader(pb.Bytes()), &dto.MetricFamily{}); err != nil {
 		t.Errorf("a label value with invalid UTF-8 broke the protobuf: %v", err)
+	}
+}
+
+// failOnBadRow fails the test when a row's protobuf form cannot be derived.
+func failOnBadRow(t *testing.T) func(error) {
+	return func(err error) { t.Errorf("a row did not convert to protobuf: %v", err) }
+}
+
+// TestProtoRowsFromText: the protobuf Metrics derived from a family's text rows are byte for
+// byte those appendProtoSample renders from the series themselves, for several series per row
+// set and label values made of every character the escaping touches; a row this package did
+// not write is reported, and the rows before it are kept.
+func TestProtoRowsFromText(t *testing.T) {
+	f := newTestFamily("test_rows", "Rows.", dto.MetricType_GAUGE)
+	c := newTestFamily("test_rows_total", "Rows.", dto.MetricType_COUNTER)
+	names := labelSet("a", "b", "le_not", "z")
+	alphabet := []string{"", "x", `\`, `"`, "\n", "\\\"", "\n\\", "=", ",", "}", "{", " ", "ü", "\xff", "a=\"b\",c"}
+	values := []float64{0, 1, -1, 1.5, 5e-324, 1.7976931348623157e308, -2.5e-10, 1e21, 123456789012, math.Inf(1), math.Inf(-1)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, fam := range []*metricFamily{f, c} {
+		var rs rowSet
+		var want []byte
+		for i := range 500 {
+			vals := make([]string, len(names))
+			for j := range vals {
+				var b strings.Builder
+				for range rng.IntN(4) {
+					b.WriteString(alphabet[rng.IntN(len(alphabet))])
+				}
+				vals[j] = b.String()
+			}
+			v := values[i%len(values)]
+			rs.sample(fam, names, vals, v)
+			want = appendProtoSample(want, fam.typ, names, vals, v)
+		}
+		got, err := rs.rows[0].protoRows(nil)
+		if err != nil {
+			t.Fatalf("%s: %v", fam.name, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: the protobuf derived from the text differs from the one rendered from the series", fam.name)
+		}
+	}
+	// The control: a row that is not this family's, after a good one.
+	var rs rowSet
+	rs.sample(f, names, []string{"x", "", "", ""}, 2)
+	rs.rows[0].text = append(rs.rows[0].text, "other_family{a=\"x\"} 1\n"...)
+	got, err := rs.rows[0].protoRows(nil)
+	if err == nil {
+		t.Fatal("a row of another family converted without an error")
+	}
+	if want := appendProtoSample(nil, f.typ, names, []string{"x", "", "", ""}, 2); !bytes.Equal(got, want) {
+		t.Error("the good row before the bad one was not kept")
+	}
+	for _, bad := range []string{"test_rows{a=\"x} 1\n", "test_rows{a=x} 1\n", "test_rows{a=\"x\" 1\n", "test_rows 1", "test_rows{a=\"x\"}\n", "test_rows{a=\"x\"} one\n"} {
+		r := rows{f: f, text: []byte(bad)}
+		if _, err := r.protoRows(nil); err == nil {
+			t.Errorf("row %q converted without an error", bad)
+		}
 	}
 }
 

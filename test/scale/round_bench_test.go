@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +69,8 @@ func BenchmarkServeRound(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(ms.HeapAlloc)/1e6, "live-MB")
+	writeHeapProfile(b)
+	runtime.KeepAlive(st) // the store's objects and exposition are part of what serve holds
 	if last.Summary.DesiredSources != first.Summary.DesiredSources || len(last.Findings) != len(first.Findings) {
 		b.Fatalf("an unchanged round judged differently: %+v then %+v", first.Summary, last.Summary)
 	}
@@ -92,6 +95,23 @@ func BenchmarkWholeAudit(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+}
+
+// writeHeapProfile writes the live heap, while the session still holds it, to the file
+// CERTDRIFT_HEAP_PROFILE names (-test.memprofile is written after the session is closed).
+func writeHeapProfile(b *testing.B) {
+	path := os.Getenv("CERTDRIFT_HEAP_PROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // processCPU is this process's user plus system time.
