@@ -2,7 +2,6 @@ package kube
 
 import (
 	"crypto/x509"
-	"fmt"
 	"path"
 
 	"github.com/certdrift/certdrift/pki"
@@ -205,18 +204,10 @@ func toX509(b *Bundle, cache map[*Bundle]bundleX509) bundleX509 {
 	return bx
 }
 
+// parseDER parses a summary's certificates. The DER parsed once already; failing now would mean
+// a summary built by hand, and must still be an error, not a panic.
 func parseDER(cs []Cert) ([]*x509.Certificate, error) {
-	out := make([]*x509.Certificate, 0, len(cs))
-	for i, c := range cs {
-		// The DER parsed once already; failing now would mean memory corruption, but it must
-		// still not panic.
-		x, err := x509.ParseCertificate(c.DER)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d (%s): %w", i+1, c.Fingerprint(), err)
-		}
-		out = append(out, x)
-	}
-	return out, nil
+	return desired.ParseDER(cs, func(c Cert) []byte { return c.DER })
 }
 
 func firstErr(a, b error) error {
