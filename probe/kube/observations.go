@@ -28,24 +28,7 @@ func (s *Snapshot) Observations() []desired.Observation {
 		}
 		out = append(out, o)
 	}
-	for i := range s.ConfigMaps {
-		cm := &s.ConfigMaps[i]
-		o := desired.Observation{
-			Ref:       ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name},
-			ChangedAt: cm.ChangedAt,
-			Err:       cm.Err,
-		}
-		for _, kb := range cm.Bundles {
-			it := desired.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
-			if kb.Bundle != nil {
-				bx := toX509(kb.Bundle, bundles)
-				it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
-			}
-			o.Items = append(o.Items, it)
-		}
-		out = append(out, o)
-	}
-	return out
+	return s.appendConfigMaps(out, parsedCA(bundles))
 }
 
 // LazyObservations is Observations with the certificates left unparsed (desired.Lazy): each
@@ -77,6 +60,23 @@ func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 		}
 		out = append(out, o)
 	}
+	parse := parsedCA(parsed)
+	return s.appendConfigMaps(out, func(it *desired.Item, b *Bundle) {
+		if len(b.Certs) == 0 {
+			return
+		}
+		if ca, ok := lazyBundle(b, bundles, facts); ok {
+			it.Lazy = &desired.Lazy{CA: ca}
+			return
+		}
+		parse(it, b)
+	})
+}
+
+// appendConfigMaps appends one observation per ConfigMap, an item per bundle key, whose CA
+// bundle (when it has one) ca fills in: parsed for Observations, left unparsed for
+// LazyObservations.
+func (s *Snapshot) appendConfigMaps(out []desired.Observation, ca func(*desired.Item, *Bundle)) []desired.Observation {
 	for i := range s.ConfigMaps {
 		cm := &s.ConfigMaps[i]
 		o := desired.Observation{
@@ -86,19 +86,22 @@ func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 		}
 		for _, kb := range cm.Bundles {
 			it := desired.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
-			if kb.Bundle != nil && len(kb.Bundle.Certs) > 0 {
-				if ca, ok := lazyBundle(kb.Bundle, bundles, facts); ok {
-					it.Lazy = &desired.Lazy{CA: ca}
-				} else {
-					bx := toX509(kb.Bundle, parsed)
-					it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
-				}
+			if kb.Bundle != nil {
+				ca(&it, kb.Bundle)
 			}
 			o.Items = append(o.Items, it)
 		}
 		out = append(out, o)
 	}
 	return out
+}
+
+// parsedCA fills in an item's CA bundle parsed, each shared bundle once (cache).
+func parsedCA(cache map[*Bundle]bundleX509) func(*desired.Item, *Bundle) {
+	return func(it *desired.Item, b *Bundle) {
+		bx := toX509(b, cache)
+		it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
+	}
 }
 
 func lazyItem(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle][]desired.Cert, facts *FactsCache) (desired.Item, bool) {
