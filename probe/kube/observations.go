@@ -18,11 +18,7 @@ func (s *Snapshot) Observations() []desired.Observation {
 	bundles := map[*Bundle]bundleX509{}
 	for i := range s.Secrets {
 		sec := s.Secrets[i]
-		o := desired.Observation{
-			Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
-			ChangedAt: sec.ChangedAt,
-			Err:       sec.Err,
-		}
+		o := secretObservation(sec)
 		for j := range sec.Items {
 			o.Items = append(o.Items, item(sec, &sec.Items[j], bundles))
 		}
@@ -42,12 +38,8 @@ func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 	parsed := map[*Bundle]bundleX509{}
 	for i := range s.Secrets {
 		sec := s.Secrets[i]
-		o := desired.Observation{
-			Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
-			ChangedAt: sec.ChangedAt,
-			Err:       sec.Err,
-			Items:     make([]desired.Item, 0, len(sec.Items)),
-		}
+		o := secretObservation(sec)
+		o.Items = make([]desired.Item, 0, len(sec.Items))
 		for j := range sec.Items {
 			it := &sec.Items[j]
 			li, ok := lazyItem(sec, it, bundles, facts)
@@ -71,6 +63,15 @@ func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 		}
 		parse(it, b)
 	})
+}
+
+// secretObservation is a Secret's observation without its items.
+func secretObservation(sec *SecretSummary) desired.Observation {
+	return desired.Observation{
+		Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
+		ChangedAt: sec.ChangedAt,
+		Err:       sec.Err,
+	}
 }
 
 // appendConfigMaps appends one observation per ConfigMap, an item per bundle key, whose CA
