@@ -26,7 +26,10 @@ const (
 // pod), then the certificate paths Envoy reports (/certs, config_dump) matched to desired files,
 // then SDS secret names equal to a desired source name, then a heuristic match on the SAN set.
 // The precedence of every binding rule is documented once, in package bind.
-func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
+//
+// It also records in h what the Envoy's admin shows it holding for each binding, located once
+// here: the inference needs it, and so do the loaded view's judgement and UNBOUND.
+func (a *auditor) envoyBindings(ev *EnvoyView, h *holdings) []*Binding {
 	var bs []*Binding
 	// byRef keeps lookups linear in fleet size: an Envoy may hold hundreds of certificates.
 	byRef := map[[2]string]*Binding{}
@@ -67,6 +70,7 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	}
 	snap := ev.Admin
 	if snap == nil {
+		h.locate(a, snap, bs)
 		return bs
 	}
 	for _, s := range snap.Secrets {
@@ -109,20 +113,15 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 	// Secret's file (or an SDS secret bound by name) is that Secret's, current or stale, and not
 	// an old copy of every other Secret issued for the same names (two cert-manager
 	// Certificates for one host: the pod mounts one, and would be "stale" for the other).
-	accounted := map[string]bool{}
-	for _, b := range bs {
-		loaded, _ := a.loadedFor(snap, b)
-		for _, l := range loaded {
-			accounted[l.v.key()] = true
-		}
-	}
+	h.locate(a, snap, bs)
+	explicit := len(bs)
 	sc := scopeOf(ev)
 	for _, c := range snap.Contexts {
 		if len(c.Chain) == 0 || len(c.Chain[0].DNSNames) == 0 {
 			continue
 		}
 		cd := c.Chain[0]
-		if accounted[validityOfDetail(cd).key()] {
+		if h.keys[validityOfDetail(cd).key()] {
 			continue
 		}
 		// A loaded leaf that is some desired source's current certificate is not an old copy
@@ -146,6 +145,9 @@ func (a *auditor) envoyBindings(ev *EnvoyView) []*Binding {
 			add(&Binding{Envoy: name, Source: d.source, Item: d.item, File: cd.Path, Origin: OriginInferred})
 		}
 	}
+	// Located only now: what an inferred binding holds must not decide the inference of the
+	// next leaf.
+	h.locate(a, snap, bs[explicit:])
 	return bs
 }
 

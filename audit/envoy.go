@@ -58,7 +58,9 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 		a.checkAdminErrors(ev)
 		a.checkLoadedParse(ev)
 	}
-	bs := a.envoyBindings(ev)
+	// The caller's holdings, so that its maps may stay on the stack.
+	h := holdings{located: map[*Binding][]loadedCert{}, problems: map[*Binding]string{}, keys: map[string]bool{}}
+	bs := a.envoyBindings(ev, &h)
 	state := map[*Binding]string{}
 	why := map[*Binding]string{}
 	loaded := map[*Binding][]loadedCert{}
@@ -66,29 +68,22 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 	// with the desired leaf's names (loadedByNames), but never to one that another binding has
 	// located: a pod that mounts two Secrets for one host and reads only the first holds the
 	// first's leaf, not an old copy of the second.
-	located := map[*Binding][]loadedCert{}
-	problems := map[*Binding]string{}
-	claimed := map[string]bool{}
-	for _, b := range bs {
-		located[b], problems[b] = a.loadedFor(ev.Admin, b)
-		for _, l := range located[b] {
-			claimed[l.v.key()] = true
-		}
-	}
 	judgeLoaded := func(b *Binding) {
-		l, ok := located[b]
+		l, ok := h.located[b]
 		if !ok {
-			l, problems[b] = a.loadedFor(ev.Admin, b)
+			// A binding a handshake added: not recorded in h.keys, so every binding's fallback
+			// is judged against the same keys, whatever the order of the handshakes.
+			l, h.problems[b] = a.loadedFor(ev.Admin, b)
 		}
 		if len(l) == 0 {
 			for _, c := range a.loadedByNames(ev.Admin, b) {
-				if !claimed[c.v.key()] {
+				if !h.keys[c.v.key()] {
 					l = append(l, c)
 				}
 			}
 		}
 		loaded[b] = l
-		state[b], why[b] = a.checkLoaded(ev, b, l, problems[b])
+		state[b], why[b] = a.checkLoaded(ev, b, l, h.problems[b])
 	}
 	for _, b := range bs {
 		judgeLoaded(b)
@@ -128,7 +123,7 @@ func (a *auditor) checkEnvoy(ev *EnvoyView) {
 		a.served = append(a.served, rec)
 	}
 	a.checkProcess(ev, bs, state, loaded)
-	a.checkUnbound(ev, bs, loaded, unboundServed)
+	a.checkUnbound(ev, bs, &h, loaded, unboundServed)
 	for _, b := range bs {
 		b.State = state[b]
 		if b.State == StateUnknown {
@@ -313,6 +308,25 @@ func reason(err error) string {
 		return "refused"
 	}
 	return "error"
+}
+
+// holdings is what one Envoy's admin shows it holding for its bindings, located once per Envoy
+// (loadedFor) and read by binding inference (envoyBindings), the loaded view's judgement
+// (checkEnvoy) and UNBOUND (checkUnbound).
+type holdings struct {
+	located  map[*Binding][]loadedCert // loadedFor, per binding
+	problems map[*Binding]string       // loadedFor's problem, per binding
+	keys     map[string]bool           // validity keys of every located leaf
+}
+
+// locate records what the Envoy holds for each of bs.
+func (h *holdings) locate(a *auditor, snap *envoystate.Snapshot, bs []*Binding) {
+	for _, b := range bs {
+		h.located[b], h.problems[b] = a.loadedFor(snap, b)
+		for _, l := range h.located[b] {
+			h.keys[l.v.key()] = true
+		}
+	}
 }
 
 // loadedFor collects what the Envoy reports holding for a binding, from config_dump secrets (full

@@ -25,11 +25,16 @@ import (
 // out: leaves any binding of this Envoy accounts for, and mesh workload identities (a leaf whose
 // only names are spiffe:// URIs, as Istio's "default" secret): their agent rotates them from the
 // mesh CA, not from a Secret.
-func (a *auditor) checkUnbound(ev *EnvoyView, bs []*Binding, loaded map[*Binding][]loadedCert, unboundServed []tlsprobe.Result) {
-	accounted := map[string]bool{}
+//
+// It is the last reader of h: it adds to h.keys what the located leaves leave out (a binding's
+// leaves found by names, or located for a handshake, and its desired leaf).
+func (a *auditor) checkUnbound(ev *EnvoyView, bs []*Binding, h *holdings, loaded map[*Binding][]loadedCert, unboundServed []tlsprobe.Result) {
+	accounted := h.keys
 	for _, b := range bs {
-		for _, l := range loaded[b] {
-			accounted[l.v.key()] = true
+		if len(h.located[b]) == 0 {
+			for _, l := range loaded[b] {
+				accounted[l.v.key()] = true
+			}
 		}
 		if d := a.desired.lookup(b.Source, b.Item); d != nil && d.hasLeaf() {
 			accounted[validity{serial: d.lf.Serial, notAfter: d.lf.NotAfter}.key()] = true

@@ -75,6 +75,12 @@ func TestUnbound(t *testing.T) {
 				Envoys: []EnvoyView{envoy("edge", loadedFile("/somewhere/else.pem", f.old.Cert), nil)}},
 			want: want{Codes: []string{"STALE_LOADED warning"}, Complete: true},
 		},
+		"OldCopyFoundByNames": {
+			reason: "control: a bound source whose location the admin does not show; the SDS secret holding an old copy with its names is that source's (loadedByNames), judged stale, not unbound",
+			in: Inputs{Desired: []desired.Observation{desiredObs("web", f.cur, rotated)},
+				Envoys: []EnvoyView{withBindings(envoy("edge", sdsSecret("opaque-name", f.old.Cert), nil), config.Binding{Source: "web"})}},
+			want: want{Codes: []string{"STALE_LOADED warning"}, Complete: true},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

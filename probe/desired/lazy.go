@@ -206,9 +206,15 @@ func (it *Item) LoadCA(bundles map[*Cert][]*x509.Certificate) {
 }
 
 func parseAll(cs []Cert) ([]*x509.Certificate, error) {
+	return ParseDER(cs, func(c Cert) []byte { return c.DER })
+}
+
+// ParseDER parses certificates kept as DER (a Cert here, probe/kube's summaries), in order; an
+// error names the first that does not parse by its position and fingerprint.
+func ParseDER[C interface{ Fingerprint() string }](cs []C, der func(C) []byte) ([]*x509.Certificate, error) {
 	out := make([]*x509.Certificate, 0, len(cs))
 	for i, c := range cs {
-		x, err := x509.ParseCertificate(c.DER)
+		x, err := x509.ParseCertificate(der(c))
 		if err != nil {
 			return nil, fmt.Errorf("certificate %d (%s): %w", i+1, c.Fingerprint(), err)
 		}

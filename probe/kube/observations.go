@@ -2,7 +2,6 @@ package kube
 
 import (
 	"crypto/x509"
-	"fmt"
 	"path"
 
 	"github.com/certdrift/certdrift/pki"
@@ -19,34 +18,13 @@ func (s *Snapshot) Observations() []desired.Observation {
 	bundles := map[*Bundle]bundleX509{}
 	for i := range s.Secrets {
 		sec := s.Secrets[i]
-		o := desired.Observation{
-			Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
-			ChangedAt: sec.ChangedAt,
-			Err:       sec.Err,
-		}
+		o := secretObservation(sec)
 		for j := range sec.Items {
 			o.Items = append(o.Items, item(sec, &sec.Items[j], bundles))
 		}
 		out = append(out, o)
 	}
-	for i := range s.ConfigMaps {
-		cm := &s.ConfigMaps[i]
-		o := desired.Observation{
-			Ref:       ref.Source{Kind: ref.ConfigMap, Namespace: cm.Namespace, Name: cm.Name},
-			ChangedAt: cm.ChangedAt,
-			Err:       cm.Err,
-		}
-		for _, kb := range cm.Bundles {
-			it := desired.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
-			if kb.Bundle != nil {
-				bx := toX509(kb.Bundle, bundles)
-				it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
-			}
-			o.Items = append(o.Items, it)
-		}
-		out = append(out, o)
-	}
-	return out
+	return s.appendConfigMaps(out, parsedCA(bundles))
 }
 
 // LazyObservations is Observations with the certificates left unparsed (desired.Lazy): each
@@ -60,12 +38,8 @@ func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 	parsed := map[*Bundle]bundleX509{}
 	for i := range s.Secrets {
 		sec := s.Secrets[i]
-		o := desired.Observation{
-			Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
-			ChangedAt: sec.ChangedAt,
-			Err:       sec.Err,
-			Items:     make([]desired.Item, 0, len(sec.Items)),
-		}
+		o := secretObservation(sec)
+		o.Items = make([]desired.Item, 0, len(sec.Items))
 		for j := range sec.Items {
 			it := &sec.Items[j]
 			li, ok := lazyItem(sec, it, bundles, facts)
@@ -78,6 +52,32 @@ func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 		}
 		out = append(out, o)
 	}
+	parse := parsedCA(parsed)
+	return s.appendConfigMaps(out, func(it *desired.Item, b *Bundle) {
+		if len(b.Certs) == 0 {
+			return
+		}
+		if ca, ok := lazyBundle(b, bundles, facts); ok {
+			it.Lazy = &desired.Lazy{CA: ca}
+			return
+		}
+		parse(it, b)
+	})
+}
+
+// secretObservation is a Secret's observation without its items.
+func secretObservation(sec *SecretSummary) desired.Observation {
+	return desired.Observation{
+		Ref:       ref.Source{Kind: ref.Secret, Namespace: sec.Namespace, Name: sec.Name},
+		ChangedAt: sec.ChangedAt,
+		Err:       sec.Err,
+	}
+}
+
+// appendConfigMaps appends one observation per ConfigMap, an item per bundle key, whose CA
+// bundle (when it has one) ca fills in: parsed for Observations, left unparsed for
+// LazyObservations.
+func (s *Snapshot) appendConfigMaps(out []desired.Observation, ca func(*desired.Item, *Bundle)) []desired.Observation {
 	for i := range s.ConfigMaps {
 		cm := &s.ConfigMaps[i]
 		o := desired.Observation{
@@ -87,19 +87,22 @@ func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 		}
 		for _, kb := range cm.Bundles {
 			it := desired.Item{Name: kb.Key, CAPath: path.Join(cm.Namespace, cm.Name, kb.Key), CAErr: kb.Err}
-			if kb.Bundle != nil && len(kb.Bundle.Certs) > 0 {
-				if ca, ok := lazyBundle(kb.Bundle, bundles, facts); ok {
-					it.Lazy = &desired.Lazy{CA: ca}
-				} else {
-					bx := toX509(kb.Bundle, parsed)
-					it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
-				}
+			if kb.Bundle != nil {
+				ca(&it, kb.Bundle)
 			}
 			o.Items = append(o.Items, it)
 		}
 		out = append(out, o)
 	}
 	return out
+}
+
+// parsedCA fills in an item's CA bundle parsed, each shared bundle once (cache).
+func parsedCA(cache map[*Bundle]bundleX509) func(*desired.Item, *Bundle) {
+	return func(it *desired.Item, b *Bundle) {
+		bx := toX509(b, cache)
+		it.CA, it.CAErr = bx.certs, firstErr(it.CAErr, bx.err)
+	}
 }
 
 func lazyItem(sec *SecretSummary, it *ItemSummary, bundles map[*Bundle][]desired.Cert, facts *FactsCache) (desired.Item, bool) {
@@ -205,18 +208,10 @@ func toX509(b *Bundle, cache map[*Bundle]bundleX509) bundleX509 {
 	return bx
 }
 
+// parseDER parses a summary's certificates. The DER parsed once already; failing now would mean
+// a summary built by hand, and must still be an error, not a panic.
 func parseDER(cs []Cert) ([]*x509.Certificate, error) {
-	out := make([]*x509.Certificate, 0, len(cs))
-	for i, c := range cs {
-		// The DER parsed once already; failing now would mean memory corruption, but it must
-		// still not panic.
-		x, err := x509.ParseCertificate(c.DER)
-		if err != nil {
-			return nil, fmt.Errorf("certificate %d (%s): %w", i+1, c.Fingerprint(), err)
-		}
-		out = append(out, x)
-	}
-	return out, nil
+	return desired.ParseDER(cs, func(c Cert) []byte { return c.DER })
 }
 
 func firstErr(a, b error) error {

@@ -45,17 +45,9 @@ func reloadsBy(r audit.PreflightReport, mode string) []string {
 // SDS one converged. Controls: a leaf that does not cover the served SNI is refused (exit 1,
 // both Envoys named), and bad input exits 2 naming the file or the source.
 func TestPreflightPredictsStaticStale(t *testing.T) {
-	w := newWorld(t)
-	v1, v2 := w.leaf(t, "v1"), w.leaf(t, "v2")
-	w.write(t, v1.CertPEM, v1.KeyPEM)
-	sds, static := w.startSDS(t), w.startStatic(t)
-	cfg := writeConfig(t, fmt.Sprintf(`desired:
-  - name: web
-    dir: %s
-envoys:%s%s
-policy:
-  grace: 1s
-`, w.secretDir, envoyEntry(t, "sds", sds), envoyEntry(t, "static", static)))
+	w := newSDSAndStatic(t)
+	v1, v2 := w.v1, w.v2
+	cfg := w.config(t, "", "")
 	cand := filepath.Join(t.TempDir(), "v2.crt")
 	if err := os.WriteFile(cand, v2.ChainPEM(), 0o600); err != nil {
 		t.Fatal(err)
@@ -113,16 +105,9 @@ policy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	deaf := writeConfig(t, fmt.Sprintf(`desired:
-  - name: web
-    dir: %s
-envoys:%s%s
+	deaf := w.config(t, fmt.Sprintf(`
   - name: deaf
-    admin: http://127.0.0.1:%d
-policy:
-  grace: 1s
-  timeout: 2s
-`, w.secretDir, envoyEntry(t, "sds", sds), envoyEntry(t, "static", static), port))
+    admin: http://127.0.0.1:%d`, port), "  timeout: 2s\n")
 	code, r, _ = preflightJSON(t, "--config", deaf, "--leaf", "web="+cand)
 	if code != 3 || r.Verdict != audit.PreflightUnknown || len(r.Unknowns) != 1 || !strings.Contains(r.Unknowns[0], "deaf") {
 		t.Errorf("an Envoy whose admin does not answer: exit %d, verdict %s, unknowns %q; want 3, unknown, one naming deaf", code, r.Verdict, r.Unknowns)
@@ -145,14 +130,7 @@ policy:
 	}
 
 	// Now rotate for real, and audit.
-	w.write(t, v2.CertPEM, v2.KeyPEM)
-	rotated := time.Now()
-	want := pki.Fingerprint(v2.Cert)
-	waitFor(t, "the SDS Envoy to serve v2", 30*time.Second, func() (bool, string) {
-		got := served(t, sds.ListenerAddr(t, "https"))
-		return got == want, got
-	})
-	time.Sleep(time.Until(rotated.Add(1500 * time.Millisecond))) // past the 1s grace
+	w.rotate(t)
 	code, ar := auditJSON(t, cfg)
 	t.Logf("audit after the rotation: exit %d%s", code, describe(ar))
 	staleEnvoys := map[string]bool{}

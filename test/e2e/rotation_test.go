@@ -97,21 +97,59 @@ func served(t *testing.T, addr string) string {
 	return pki.Fingerprint(conn.ConnectionState().PeerCertificates[0])
 }
 
+// sdsAndStatic is the core story's setup: leaf v1 projected into the Secret directory, read by
+// one Envoy through file-based SDS and by one through a static TLS context; v2 is the leaf a
+// rotation brings.
+type sdsAndStatic struct {
+	*world
+	v1, v2      *certs.Leaf
+	sds, static *envoytest.Envoy
+}
+
+func newSDSAndStatic(t *testing.T) *sdsAndStatic {
+	t.Helper()
+	w := newWorld(t)
+	s := &sdsAndStatic{world: w, v1: w.leaf(t, "v1"), v2: w.leaf(t, "v2")}
+	s.write(t, s.v1.CertPEM, s.v1.KeyPEM)
+	s.sds, s.static = s.startSDS(t), s.startStatic(t)
+	return s
+}
+
+// config writes a certdrift config with the Secret directory as desired source "web" and both
+// Envoys (named "sds" and "static"), a 1s grace; moreEnvoys and morePolicy are YAML appended to
+// the envoys list and the policy.
+func (s *sdsAndStatic) config(t *testing.T, moreEnvoys, morePolicy string) string {
+	t.Helper()
+	return writeConfig(t, fmt.Sprintf(`desired:
+  - name: web
+    dir: %s
+envoys:%s%s%s
+policy:
+  grace: 1s
+%s`, s.secretDir, envoyEntry(t, "sds", s.sds), envoyEntry(t, "static", s.static), moreEnvoys, morePolicy))
+}
+
+// rotate projects v2, waits until the SDS Envoy serves it (the static one never will), and
+// returns once the 1s grace has passed since the swap.
+func (s *sdsAndStatic) rotate(t *testing.T) {
+	t.Helper()
+	s.write(t, s.v2.CertPEM, s.v2.KeyPEM)
+	rotated := time.Now()
+	want := pki.Fingerprint(s.v2.Cert)
+	waitFor(t, "the SDS Envoy to serve v2", 30*time.Second, func() (bool, string) {
+		got := served(t, s.sds.ListenerAddr(t, "https"))
+		return got == want, got
+	})
+	t.Logf("Envoy %s: file-based SDS served the new leaf %s after the swap", s.sds.Version(), time.Since(rotated).Round(10*time.Millisecond))
+	time.Sleep(time.Until(rotated.Add(1500 * time.Millisecond))) // past the 1s grace
+}
+
 // TestFileSDSConvergesStaticGoesStale is the core story: one Secret rotation, two Envoys. The
 // file-based SDS Envoy converges and certdrift says so; the static one keeps the old leaf and
 // certdrift reports STALE_LOADED and STALE_SERVED with both fingerprints.
 func TestFileSDSConvergesStaticGoesStale(t *testing.T) {
-	w := newWorld(t)
-	v1, v2 := w.leaf(t, "v1"), w.leaf(t, "v2")
-	w.write(t, v1.CertPEM, v1.KeyPEM)
-	sds, static := w.startSDS(t), w.startStatic(t)
-	cfg := writeConfig(t, fmt.Sprintf(`desired:
-  - name: web
-    dir: %s
-envoys:%s%s
-policy:
-  grace: 1s
-`, w.secretDir, envoyEntry(t, "sds", sds), envoyEntry(t, "static", static)))
+	s := newSDSAndStatic(t)
+	cfg := s.config(t, "", "")
 
 	code, r := auditJSON(t, cfg)
 	if code != 0 || len(r.Findings) != 0 {
@@ -121,15 +159,8 @@ policy:
 		t.Errorf("before rotation: %d bindings and %d handshakes, want 2 and 2:%s", r.Summary.Bindings, r.Summary.Handshakes, describe(r))
 	}
 
-	w.write(t, v2.CertPEM, v2.KeyPEM)
-	rotated := time.Now()
-	want := pki.Fingerprint(v2.Cert)
-	waitFor(t, "the SDS Envoy to serve v2", 30*time.Second, func() (bool, string) {
-		got := served(t, sds.ListenerAddr(t, "https"))
-		return got == want, got
-	})
-	t.Logf("Envoy %s: file-based SDS served the new leaf %s after the swap", sds.Version(), time.Since(rotated).Round(10*time.Millisecond))
-	time.Sleep(time.Until(rotated.Add(1500 * time.Millisecond))) // past the 1s grace
+	s.rotate(t)
+	want := pki.Fingerprint(s.v2.Cert)
 
 	code, r = auditJSON(t, cfg)
 	if code != 1 {
@@ -146,7 +177,7 @@ policy:
 			t.Errorf("%s evidence desired fingerprint = %q, want v2 %q", c, fs[0].Evidence["desired_fingerprint_sha256"], want)
 		}
 	}
-	if fs := byCode[audit.StaleServed]; len(fs) == 1 && fs[0].Evidence["served_fingerprint_sha256"] != pki.Fingerprint(v1.Cert) {
+	if fs := byCode[audit.StaleServed]; len(fs) == 1 && fs[0].Evidence["served_fingerprint_sha256"] != pki.Fingerprint(s.v1.Cert) {
 		t.Errorf("STALE_SERVED evidence served fingerprint = %q, want v1", fs[0].Evidence["served_fingerprint_sha256"])
 	}
 	for _, b := range r.Bindings {
@@ -158,7 +189,7 @@ policy:
 	if len(r.Findings) != 2 {
 		t.Errorf("want only the two stale findings:%s", describe(r))
 	}
-	checkNoKeys(t, w.keys...)
+	checkNoKeys(t, s.keys...)
 }
 
 // TestInvalidKeyPairKeepsOldCertificate swaps in a certificate with a key that does not match it.

@@ -24,12 +24,22 @@ import (
 const egcaNS = "eg-ca-rotation"
 
 // certgenPair is one of certgen's TLS Secrets as read back: its leaf (with key, to act as that
-// component in a handshake) and the CAs of its ca.crt.
+// component in a handshake, or to write the Secret again) and the CAs of its ca.crt.
 type certgenPair struct {
-	certPEM []byte
-	leaf    *x509.Certificate
-	keyPair tls.Certificate
-	cas     []*x509.Certificate
+	certPEM, keyPEM, caPEM []byte
+	leaf                   *x509.Certificate
+	keyPair                tls.Certificate
+	cas                    []*x509.Certificate
+}
+
+// readCertgenAll reads the three Secrets certgen writes (certgenSecrets), by name.
+func readCertgenAll(ctx context.Context, t *testing.T) map[string]certgenPair {
+	t.Helper()
+	out := map[string]certgenPair{}
+	for _, n := range certgenSecrets {
+		out[n] = readCertgen(ctx, t, n)
+	}
+	return out
 }
 
 func readCertgen(ctx context.Context, t *testing.T, name string) certgenPair {
@@ -42,8 +52,8 @@ func readCertgen(ctx context.Context, t *testing.T, name string) certgenPair {
 	if err != nil {
 		t.Fatalf("Secret %s/%s: tls.crt/tls.key do not form a key pair: %v", testbed.EnvoyGatewayNamespace, name, err)
 	}
-	return certgenPair{certPEM: s.Data[corev1.TLSCertKey], leaf: firstCert(t, name+" tls.crt", s.Data[corev1.TLSCertKey]), keyPair: kp,
-		cas: parseCerts(t, name+" ca.crt", s.Data["ca.crt"])}
+	return certgenPair{certPEM: s.Data[corev1.TLSCertKey], keyPEM: s.Data[corev1.TLSPrivateKeyKey], caPEM: s.Data["ca.crt"],
+		leaf: firstCert(t, name+" tls.crt", s.Data[corev1.TLSCertKey]), keyPair: kp, cas: parseCerts(t, name+" ca.crt", s.Data["ca.crt"])}
 }
 
 // h2Handshake makes a TLS 1.3 handshake over conn as a gRPC client would (ALPN h2, client
@@ -219,7 +229,7 @@ func TestEGCARotation(t *testing.T) {
 	defer cancel()
 	egNS := testbed.EnvoyGatewayNamespace
 	w := startEGCA(ctx, t)
-	eg, egOpts, p, rl, selector := w.eg, w.egOpts, w.proxy, w.rateLimit, w.selector
+	eg, egOpts, p, rl := w.eg, w.egOpts, w.proxy, w.rateLimit
 	connected := func(what string) { t.Helper(); w.connected(ctx, t, p, what) }
 	rlLog := func() string {
 		t.Helper()
@@ -235,10 +245,7 @@ func TestEGCARotation(t *testing.T) {
 		}
 		return nil
 	})
-	old := map[string]certgenPair{}
-	for _, n := range []string{"envoy-gateway", "envoy", "envoy-rate-limit"} {
-		old[n] = readCertgen(ctx, t, n)
-	}
+	old := readCertgenAll(ctx, t)
 	ns := egNS + "," + egcaNS
 	rlName := egNS + "/" + rl.Name
 	audit := func(phase string, args ...string) (int, auditReport) {
@@ -265,9 +272,8 @@ func TestEGCARotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now()
-	cur := map[string]certgenPair{}
-	for _, n := range []string{"envoy-gateway", "envoy", "envoy-rate-limit"} {
-		cur[n] = readCertgen(ctx, t, n)
+	cur := readCertgenAll(ctx, t)
+	for _, n := range certgenSecrets {
 		if cur[n].cas[0].Equal(old[n].cas[0]) || len(cur[n].cas) != 1 {
 			t.Fatalf("certgen --overwrite: Secret %s ca.crt holds %d CAs, first %s; want one new CA (v1.9.1 writes no [new, old] bundle)", n, len(cur[n].cas), serial(cur[n].cas[0]))
 		}
@@ -298,29 +304,11 @@ func TestEGCARotation(t *testing.T) {
 	// A proxy that connects in the window: its replacement starts with the new Secret and meets
 	// a control plane on the old one. The real xDS connection fails: the proxy rejects the
 	// control plane's old leaf (TLS 1.3: the client verifies first).
-	if err := tb.Client.CoreV1().Pods(egNS).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	oldName := p.Name
-	poll(ctx, t, "a replacement proxy running, its xDS handshakes failing verification", func() error {
-		pods, err := tb.Client.CoreV1().Pods(egNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return err
+	p = replaceProxy(ctx, t, w, p, "a replacement proxy running, its xDS handshakes failing verification", func(s map[string]int) error {
+		if s["cluster.xds_cluster.ssl.fail_verify_error"] == 0 || s["control_plane.connected_state"] != 0 {
+			return fmt.Errorf("%s", xdsStats(s))
 		}
-		for _, q := range pods.Items {
-			if q.Name == oldName || q.Status.Phase != corev1.PodRunning || q.Status.PodIP == "" || q.DeletionTimestamp != nil {
-				continue
-			}
-			if _, _, err := podGet(ctx, q.Namespace, q.Name, 19000, "/ready"); err != nil {
-				continue
-			}
-			p = q
-			if s := adminStats(ctx, t, p, 19000); s["cluster.xds_cluster.ssl.fail_verify_error"] == 0 || s["control_plane.connected_state"] != 0 {
-				return fmt.Errorf("%s", xdsStats(s))
-			}
-			return nil
-		}
-		return fmt.Errorf("not yet")
+		return nil
 	})
 	t.Logf("OBSERVED window, new proxy %s: xDS %s", p.Name, xdsStats(adminStats(ctx, t, p, 19000)))
 	// One audit: the xDS cluster has never completed a handshake, so the gap shows whatever

@@ -224,25 +224,8 @@ func TestEGPreflight(t *testing.T) {
   mutual: true
 `)
 	// The Secrets as certgen wrote them at install, with their keys (to act as each component).
-	type secretNow struct {
-		certPEM, keyPEM, caPEM []byte
-		leaf                   *x509.Certificate
-		cas                    []*x509.Certificate
-	}
-	read := func() map[string]secretNow {
-		out := map[string]secretNow{}
-		for _, n := range certgenSecrets {
-			s, err := tb.Client.CoreV1().Secrets(egNS).Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[n] = secretNow{certPEM: s.Data["tls.crt"], keyPEM: s.Data["tls.key"], caPEM: s.Data["ca.crt"],
-				leaf: firstCert(t, n, s.Data["tls.crt"]), cas: parseCerts(t, n+" ca.crt", s.Data["ca.crt"])}
-		}
-		return out
-	}
-	ca1 := read()
-	if leaf, err := xdsHandshake(ctx, eg, keyPair(t, ca1["envoy"].certPEM, ca1["envoy"].keyPEM)); err != nil || !sameCert(leaf, ca1["envoy-gateway"].leaf) {
+	ca1 := readCertgenAll(ctx, t)
+	if leaf, err := xdsHandshake(ctx, eg, ca1["envoy"].keyPair); err != nil || !sameCert(leaf, ca1["envoy-gateway"].leaf) {
 		t.Fatalf("before: control plane served %s, err %v; want the envoy-gateway leaf accepted", serial(leaf), err)
 	}
 
@@ -314,7 +297,7 @@ func TestEGPreflight(t *testing.T) {
 	})
 	t.Logf("OBSERVED confirmed: proxy %s loaded the new envoy leaf by itself %s after the apply", p.Name, time.Since(loadedAt).Round(10*time.Millisecond))
 	newEnvoy := keyPair(t, newPair["envoy"][0], newPair["envoy"][1])
-	oldEnvoy := keyPair(t, ca1["envoy"].certPEM, ca1["envoy"].keyPEM)
+	oldEnvoy := ca1["envoy"].keyPair
 	// rejects new_leaf_current_trust control-plane <- proxy: the held control plane refuses the
 	// proxy's new leaf; control: it still accepts the old one.
 	if _, err := xdsHandshake(ctx, eg, newEnvoy); err == nil {
@@ -374,7 +357,7 @@ func TestEGPreflight(t *testing.T) {
 	w.connected(ctx, t, p, "the replacement proxy connected once the control plane has the new Secret")
 
 	// 3. Step 1 of the next rotation: ca.crt = [CA3, CA2], leaves kept.
-	ca2now := read()
+	ca2now := readCertgenAll(ctx, t)
 	ca3 := newEGCA(t, "envoy-gateway CA 3")
 	var step1 [][]byte
 	for _, n := range certgenSecrets {
@@ -404,7 +387,7 @@ func TestEGPreflight(t *testing.T) {
 	}
 	// accepts current_leaf_new_bundle control-plane <- proxy: the control plane on [CA3, CA2]
 	// accepts the proxy's CA2 leaf.
-	cur := keyPair(t, ca2now["envoy"].certPEM, ca2now["envoy"].keyPEM) // Release projected the Secret at once
+	cur := ca2now["envoy"].keyPair // Release projected the Secret at once
 	if _, err := xdsHandshake(ctx, eg, cur); err != nil {
 		t.Errorf("the control plane on [CA3, CA2] refused the proxy's CA2 leaf: %v; preflight predicted it accepts", err)
 	} else {
