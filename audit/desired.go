@@ -96,8 +96,11 @@ type desiredIndex struct {
 }
 
 func indexDesired(obs []desired.Observation) *desiredIndex {
-	ix := &desiredIndex{byRef: map[[2]string]*desiredCert{}, byPath: map[string]*desiredCert{}, byCA: map[string]*desiredCert{}, byDir: map[string][]*desiredCert{},
-		bundles: map[*desired.Cert][]*x509.Certificate{}}
+	// Sized for one item per source (a Secret), the common case: at 10,000 Secrets, growing
+	// these maps item by item was a tenth of an unchanged round's judging.
+	n := len(obs)
+	ix := &desiredIndex{all: make([]*desiredCert, 0, n), byRef: make(map[[2]string]*desiredCert, n), byPath: make(map[string]*desiredCert, n),
+		byCA: make(map[string]*desiredCert, n), byDir: map[string][]*desiredCert{}, bundles: map[*desired.Cert][]*x509.Certificate{}}
 	for i := range obs {
 		o := &obs[i]
 		name := o.Ref.String()
