@@ -206,6 +206,9 @@ func caSeriesOf(r Round, shard Shard) (desiredCAs, loadedCAs []caSeries) {
 		return bundles[&it.Lazy.CA[0]]
 	}
 	for _, o := range r.Inputs.Desired {
+		if !readsCerts(r) {
+			break // no /certs entry will ask
+		}
 		for _, it := range o.Items {
 			remember(caOf(it))
 		}

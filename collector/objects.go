@@ -135,6 +135,9 @@ func roundObjects(r Round, shard Shard, converging int, prev objects) objects {
 	known := knownCerts{}
 	remember := known.add
 	for _, o := range r.Inputs.Desired {
+		if !readsCerts(r) {
+			break // no /certs entry will ask: 10,000 Secrets need no index
+		}
 		for _, it := range o.Items {
 			switch {
 			case it.Lazy != nil && len(it.Lazy.Chain) > 0:
@@ -244,6 +247,17 @@ func bindingsByEnvoy(bs []audit.Binding) map[string][]audit.Binding {
 		m[b.Envoy] = append(m[b.Envoy], b)
 	}
 	return m
+}
+
+// readsCerts reports whether some Envoy of the round reported /certs contexts, the only entries
+// that borrow from knownCerts.
+func readsCerts(r Round) bool {
+	for _, ev := range r.Inputs.Envoys {
+		if ev.Admin != nil && len(ev.Admin.Contexts) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // knownCerts are a round's certificates by serial and expiry (serialKey), for /certs entries,
