@@ -29,6 +29,9 @@ import (
 // cpu-ms/handshake (this process's rusage, which does not include Envoy's) next to ns/op (wall).
 //
 //	certdrift  tlsprobe.Probe, then pki.Verify of the chain it returned
+//	certdrift-cached  tlsprobe.Probe, then the served-chain check through a pki.ChainCache, as
+//	           the audit runs it: a chain seen before (replicas serving one certificate, the
+//	           next round) is judged from the cache, so this is the per-handshake cost in a fleet
 //	bare       crypto/tls with RootCAs and ServerName: verification inside the handshake
 //	blackbox   blackbox_exporter's tcp prober with tls: true (its own CA verification), one
 //	           /probe per handshake; the CPU is the exporter process's, read from /proc. Set
@@ -64,6 +67,19 @@ func BenchmarkHandshakeEnvoy(b *testing.B) {
 			v := pki.Verify(r.Chain[0], r.Chain[1:], roots, time.Now(), x509.ExtKeyUsageAny)
 			if !v.OK {
 				return fmt.Errorf("chain does not verify: %v", v.Err)
+			}
+			return nil
+		})
+	})
+	b.Run("certdrift-cached", func(b *testing.B) {
+		cache := pki.NewChainCache(64)
+		cpuPerOp(b, func() error {
+			r := Probe(context.Background(), Target{Address: addr, SNI: sni})
+			if r.Err != nil {
+				return r.Err
+			}
+			if rep := cache.Check(r.Chain, roots); len(rep.Issues) > 0 {
+				return fmt.Errorf("chain has issues: %v", rep.Issues)
 			}
 			return nil
 		})
