@@ -11,10 +11,10 @@
 // remediate has its own Lease elector on this package.
 //
 // What stays client-go's code: the REST client (rate limits, retries, auth, timeouts, all from
-// the caller's *rest.Config) and the typed verbs, which are k8s.io/client-go/gentype's generic
-// Get/List/Watch/Create/Update/Patch/Delete, the same code the generated clientset is made of.
-// This package only chooses the groups, the scheme and the codecs, and gives them the
-// clientset's shape (c.CoreV1().Pods(ns).Get(...)) so call sites read the same.
+// the caller's *rest.Config) and its request builder, on which Resource's verbs are one call
+// chain each (Resource says why not k8s.io/client-go/gentype). This package only chooses the
+// groups, the scheme and the codecs, and gives them the clientset's shape
+// (c.CoreV1().Pods(ns).Get(...)) so call sites read the same.
 //
 // Add a resource here only when a call site needs it; a group added costs its k8s.io/api
 // package's init in every process.
@@ -32,7 +32,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -120,20 +119,6 @@ func (c *Client) AppsV1() *AppsV1 { return c.apps }
 
 // CoordinationV1 is the coordination.k8s.io/v1 group.
 func (c *Client) CoordinationV1() *CoordinationV1 { return c.coord }
-
-// Resource is the typed client of one resource in one namespace ("" for all namespaces):
-// client-go's generic implementation of the clientset's verbs.
-type Resource[T interface {
-	runtime.Object
-	metav1.Object
-}, L runtime.Object] = gentype.ClientWithList[T, L]
-
-func resource[T interface {
-	runtime.Object
-	metav1.Object
-}, L runtime.Object](rc rest.Interface, name, namespace string, newObj func() T, newList func() L) *Resource[T, L] {
-	return gentype.NewClientWithList(name, rc, ParameterCodec, namespace, newObj, newList, gentype.PrefersProtobuf[T]())
-}
 
 // CoreV1 is the core/v1 group's resources that certdrift uses.
 type CoreV1 struct{ rest rest.Interface }
