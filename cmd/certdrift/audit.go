@@ -113,8 +113,7 @@ func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, run
 	}
 	if cov := report.Summary.Coverage; !cov.Complete && !c.AllowPartial {
 		return &exitError{code: exitFindings, err: fmt.Errorf(
-			"coverage incomplete: judged %d of %s and %d of %s, %s not read; the report is not clean (--allow-partial accepts this)",
-			cov.BindingsJudged, plural(cov.Bindings, "binding"), cov.HandshakesJudged, plural(cov.Handshakes, "handshake"), plural(cov.Gaps, "input"))}
+			"coverage incomplete: %s; the report is not clean (--allow-partial accepts this)", cov.Shortfall())}
 	}
 	return nil
 }
