@@ -8,29 +8,12 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/internal/boundedfile"
 	"github.com/certdrift/certdrift/kubeapi"
 )
-
-// kubeRestConfig loads the client configuration from a kubeconfig file and optional context.
-func kubeRestConfig(path, kctx string) (*rest.Config, error) {
-	// client-go reads the file with os.ReadFile: checked first through boundedfile so that a FIFO
-	// or a device named by --kubeconfig fails at once instead of hanging (see checkKubeconfig).
-	if err := checkKubeconfig(path); err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kctx}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s (context %q): %w", path, kctx, err)
-	}
-	return cfg, nil
-}
 
 // setup is what a Kubernetes-mode command reads before it gathers: the config file, of which only
 // peer pairings and policy apply (the cluster supplies the desired certificates and the Envoys),
@@ -89,19 +72,4 @@ func inventoryOnly(ctx context.Context, io *streams, rc *rest.Config, opt gather
 		return noRun(fmt.Errorf("write inventory summary: %w", err))
 	}
 	return nil
-}
-
-// maxKubeconfigBytes bounds --kubeconfig: kubeconfigs embed certificates, so allow many clusters.
-const maxKubeconfigBytes = 16 << 20
-
-// checkKubeconfig reads --kubeconfig through boundedfile before client-go reads it again with
-// os.ReadFile (as it does the certificate, key and token files the kubeconfig names, on its own
-// schedule: those are client-go's). A check then a read leaves a moment for the path to be
-// swapped; it stops the plain mistakes and hostile paths, which is what hung the process.
-func checkKubeconfig(path string) error {
-	if path == "" {
-		return nil
-	}
-	_, _, err := boundedfile.Read(path, maxKubeconfigBytes)
-	return err
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/gather"
+	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/probe/kube/adminaccess"
 	"github.com/certdrift/certdrift/probe/kube/inventory"
@@ -120,7 +121,7 @@ func (k kubeFlags) restConfig() (*rest.Config, error) {
 		}
 		rc = c
 	} else {
-		c, err := kubeRestConfig(k.Kubeconfig, k.Context)
+		c, err := kubeapi.Kubeconfig(k.Kubeconfig, k.Context)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,38 +55,19 @@ func (c *preflightCmd) Validate() error {
 
 // candidates reads every --leaf, --bundle and --secret (exit 2 on any problem, naming the file).
 func (c *preflightCmd) candidates() ([]desired.Candidate, error) {
-	var all []desired.Candidate
-	read := func(args []string, needSource bool, f func(candidate.Spec) ([]desired.Candidate, error)) error {
-		for _, a := range args {
-			s, err := candidate.ParseSpec(a, needSource)
-			if err != nil {
-				return err
-			}
-			cs, err := f(s)
-			if err != nil {
-				return err
-			}
-			all = append(all, cs...)
-		}
-		return nil
-	}
-	one := func(f func(candidate.Spec) (desired.Candidate, error)) func(candidate.Spec) ([]desired.Candidate, error) {
-		return func(s candidate.Spec) ([]desired.Candidate, error) {
-			c, err := f(s)
-			return []desired.Candidate{c}, err
-		}
-	}
-	if err := read(c.Leaf, true, one(candidate.Leaf)); err != nil {
+	leaves, err := candidate.Leaves(c.Leaf)
+	if err != nil {
 		return nil, fmt.Errorf("--leaf %w", err)
 	}
-	if err := read(c.Bundle, true, one(candidate.Bundle)); err != nil {
+	bundles, err := candidate.Bundles(c.Bundle)
+	if err != nil {
 		return nil, fmt.Errorf("--bundle %w", err)
 	}
-	kube := c.kubeFlags.enabled()
-	if err := read(c.Secret, false, func(s candidate.Spec) ([]desired.Candidate, error) { return candidate.Secrets(s, kube) }); err != nil {
+	secrets, err := candidate.SecretManifests(c.Secret, c.kubeFlags.enabled())
+	if err != nil {
 		return nil, fmt.Errorf("--secret %w", err)
 	}
-	return candidate.Merge(all)
+	return candidate.Merge(slices.Concat(leaves, bundles, secrets))
 }
 
 func (c *preflightCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error {
