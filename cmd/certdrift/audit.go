@@ -9,7 +9,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/gather"
+	"github.com/certdrift/certdrift/oneshot"
 )
 
 // auditCmd is `certdrift audit`: one pass over every configured source and Envoy.
@@ -62,27 +62,26 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 	if c.ConfigCheck {
 		return configCheck(io, c.Config, c.kubeFlags.enabled(), c.Output == "json")
 	}
-	if c.kubeFlags.enabled() {
-		return c.runKube(ctx, io, log)
-	}
-	cfg, err := config.Load(c.Config)
-	if err != nil {
-		return noRun(err)
-	}
 	failOn, ok := audit.ParseSeverity(c.FailOn)
 	if !ok { // kong's enum makes this unreachable; kept so a new level cannot slip through
 		return noRun(fmt.Errorf("--fail-on %q: want info, warning or critical", c.FailOn))
 	}
-	policy := c.policy(cfg.Policy)
-
+	o := c.kubeFlags.source(c.Config, c.policy, c.Concurrency, log)
+	if c.InventoryOnly && c.kubeFlags.enabled() {
+		return inventoryOnly(ctx, io, o)
+	}
+	// With --reload the round keeps what the repair needs, and with --yes the Kubernetes session.
+	o.Session, o.KeepSession = c.Reload, c.Reload && c.Yes
 	start := time.Now()
-	in := gather.Local(ctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
-	c.reloadFlags.state = &reloadState{in: in, policy: policy, cfg: cfg, gopts: gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log}}
-	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
+	r, err := oneshot.Gather(ctx, o)
+	if err != nil {
+		return noRun(err)
+	}
+	c.reloadFlags.state = &reloadState{round: r, policy: r.Policy}
+	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(r.Inputs, r.Policy, time.Now()) }, failOn, start)
 }
 
-// judge runs the audit on gathered inputs, renders the report and maps it to an exit code; both
-// modes end here.
+// judge runs the audit on gathered inputs, renders the report and maps it to an exit code.
 func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, runAudit func() audit.Report, failOn audit.Severity, start time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return noRun(fmt.Errorf("audit interrupted: %w", err))
@@ -104,7 +103,7 @@ func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, run
 			return noRun(err)
 		}
 	}
-	if err := c.reload(ctx, io, log, report); err != nil {
+	if err := c.reloadFlags.run(ctx, io, log, c.Output, report); err != nil {
 		return err
 	}
 	if report.MaxSeverity() >= failOn {

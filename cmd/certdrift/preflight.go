@@ -9,11 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/gather"
+	"github.com/certdrift/certdrift/oneshot"
 	"github.com/certdrift/certdrift/probe/candidate"
 	"github.com/certdrift/certdrift/probe/desired"
 )
@@ -75,39 +73,23 @@ func (c *preflightCmd) Run(ctx context.Context, io *streams, log *slog.Logger) e
 	if err != nil {
 		return noRun(err)
 	}
-	var in audit.Inputs
-	var cfg *config.Config
+	o := c.kubeFlags.source(c.Config, c.policy, c.Concurrency, log)
 	auditCmd := "certdrift audit --config " + c.Config
 	if c.kubeFlags.enabled() {
-		var (
-			policy config.Policy
-			opts   gather.KubeOptions
-			rc     *rest.Config
-		)
-		if cfg, policy, opts, rc, err = c.kubeFlags.setup(c.Config, c.policy, c.Concurrency, log); err != nil {
-			return noRun(err)
-		}
 		// The candidates' sources are read by name like the pairings' (they need not be mounted).
-		opts.PairingSources = gather.PairingSources(cfg.Pairings)
 		for _, cd := range cands {
-			opts.PairingSources = append(opts.PairingSources, cd.Source)
+			o.Sources = append(o.Sources, cd.Source)
 		}
-		if in, err = gather.KubeOnce(ctx, rc, policy, opts); err != nil {
-			return noRun(err)
-		}
-		in.Config.Pairings = cfg.Pairings
 		auditCmd = "certdrift audit " + strings.Join(c.kubeArgs(), " ")
-	} else {
-		if cfg, err = config.Load(c.Config); err != nil {
-			return noRun(err)
-		}
-		policy := c.policy(cfg.Policy)
-		in = gather.Local(ctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
+	}
+	round, err := oneshot.Gather(ctx, o)
+	if err != nil {
+		return noRun(err)
 	}
 	if err := ctx.Err(); err != nil {
 		return noRun(fmt.Errorf("preflight interrupted: %w", err))
 	}
-	r, err := audit.Preflight(in, cands, c.policy(cfg.Policy), time.Now(), audit.PreflightOptions{AuditCommand: auditCmd})
+	r, err := audit.Preflight(round.Inputs, cands, round.Policy, time.Now(), audit.PreflightOptions{AuditCommand: auditCmd})
 	if err != nil {
 		return noRun(err)
 	}
