@@ -48,13 +48,7 @@ func (c *auditCmd) Validate() error {
 	if err := c.reloadFlags.validate(); err != nil {
 		return err
 	}
-	switch {
-	case c.Config == "" && !c.kubeFlags.enabled():
-		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
-	case c.ConfigCheck && c.Config == "":
-		return errors.New("--config.check needs --config")
-	}
-	return nil
+	return c.kubeFlags.validateSource(c.Config, c.ConfigCheck)
 }
 
 func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error {

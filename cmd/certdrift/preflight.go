@@ -42,10 +42,10 @@ func (c *preflightCmd) Validate() error {
 	if err := c.kubeFlags.validate(); err != nil {
 		return err
 	}
-	switch {
-	case c.Config == "" && !c.kubeFlags.enabled():
-		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
-	case len(c.Leaf)+len(c.Bundle)+len(c.Secret) == 0:
+	if err := c.kubeFlags.validateSource(c.Config, false); err != nil {
+		return err
+	}
+	if len(c.Leaf)+len(c.Bundle)+len(c.Secret) == 0 {
 		return errors.New("no candidate: give --leaf SOURCE=FILE, --bundle SOURCE=FILE or --secret FILE")
 	}
 	return nil
