@@ -10,6 +10,7 @@ import (
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/oneshot"
+	"github.com/certdrift/certdrift/remediate"
 )
 
 // auditCmd is `certdrift audit`: one pass over every configured source and Envoy.
@@ -72,39 +73,18 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 		return noRun(err)
 	}
 	c.reloadFlags.state = &reloadState{round: r, policy: r.Policy}
-	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(r.Inputs, r.Policy, time.Now()) }, failOn, start)
-}
-
-// judge runs the audit on gathered inputs, renders the report and maps it to an exit code.
-func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, runAudit func() audit.Report, failOn audit.Severity, start time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return noRun(fmt.Errorf("audit interrupted: %w", err))
+	a, err := r.Audit(ctx, oneshot.Output{W: io.Out, JSON: c.Output == "json", Log: log}, c.reloadFlags.repair(log), start)
+	if err != nil {
+		return noRun(err)
 	}
-	report := runAudit()
-	log.Info("audit finished",
-		"findings", len(report.Findings), "bindings", len(report.Bindings),
-		"envoys", report.Summary.Envoys, "handshakes", report.Summary.Handshakes,
-		"duration_seconds", time.Since(start).Seconds())
-
-	render := audit.RenderTable
-	if c.Output == "json" {
-		render = audit.RenderJSON
+	if bad := remediate.Failed(a.Repairs); bad > 0 {
+		return &exitError{code: exitReloadFailed, silent: true, err: fmt.Errorf("%d reload actions refused, failed or blocked", bad)}
 	}
-	// With --reload and JSON, the report and the reload results are one document (printed by
-	// reload), so that the output stays a single JSON value.
-	if !(c.Reload && c.Output == "json") {
-		if err := render(io.Out, report); err != nil {
-			return noRun(err)
-		}
-	}
-	if err := c.reloadFlags.run(ctx, io, log, c.Output, report); err != nil {
-		return err
-	}
-	if report.MaxSeverity() >= failOn {
+	if a.Report.MaxSeverity() >= failOn {
 		return &exitError{code: exitFindings, silent: true,
 			err: errors.New("findings at or above --fail-on " + failOn.String())}
 	}
-	if cov := report.Summary.Coverage; !cov.Complete && !c.AllowPartial {
+	if cov := a.Report.Summary.Coverage; !cov.Complete && !c.AllowPartial {
 		return &exitError{code: exitFindings, err: fmt.Errorf(
 			"coverage incomplete: %s; the report is not clean (--allow-partial accepts this)", cov.Shortfall())}
 	}

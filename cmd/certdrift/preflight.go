@@ -86,19 +86,8 @@ func (c *preflightCmd) Run(ctx context.Context, io *streams, log *slog.Logger) e
 	if err != nil {
 		return noRun(err)
 	}
-	if err := ctx.Err(); err != nil {
-		return noRun(fmt.Errorf("preflight interrupted: %w", err))
-	}
-	r, err := audit.Preflight(round.Inputs, cands, round.Policy, time.Now(), audit.PreflightOptions{AuditCommand: auditCmd})
+	r, err := round.Preflight(ctx, oneshot.Output{W: io.Out, JSON: c.Output == "json", Log: log}, cands, auditCmd)
 	if err != nil {
-		return noRun(err)
-	}
-	log.Info("preflight finished", "verdict", r.Verdict, "handshakes", len(r.Handshakes), "reloads", len(r.Reloads))
-	render := audit.RenderPreflightTable
-	if c.Output == "json" {
-		render = audit.RenderPreflightJSON
-	}
-	if err := render(io.Out, r); err != nil {
 		return noRun(err)
 	}
 	switch r.Verdict {

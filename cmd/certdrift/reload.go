@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 
-	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/exporter"
 	"github.com/certdrift/certdrift/oneshot"
@@ -20,8 +17,8 @@ import (
 // can tell "drift found" from "drift found and the repair did not work".
 const exitReloadFailed = 3
 
-// reloadFlags are `certdrift audit --reload`: repair what the audit proved stale. The audit
-// fills in what it gathered (state) before judging; run acts on the judged report.
+// reloadFlags are `certdrift audit --reload`: repair what the audit proved stale (oneshot's
+// Round.Repair). The audit keeps its round (state) until the command ends.
 type reloadFlags struct {
 	Reload     bool   `name:"reload" env:"CERTDRIFT_RELOAD" help:"Plan reloads of Envoys proven stale (dry run: prints the plan). See docs/repair.md."`
 	Yes        bool   `name:"yes" env:"CERTDRIFT_YES" help:"With --reload: carry the plan out."`
@@ -35,7 +32,7 @@ type reloadFlags struct {
 	state *reloadState `kong:"-"`
 }
 
-// reloadState is what the audit gathered, for planning and for the post-check.
+// reloadState is the audit's round, which the repair plans from and post-checks through.
 type reloadState struct {
 	round  *oneshot.Round
 	policy config.Policy // the round's, which the post-checks judge with
@@ -58,28 +55,12 @@ func (r *reloadFlags) closeReload() {
 	}
 }
 
-// run plans (and with --yes executes) reloads from the judged report and prints the outcome.
-// It returns an exit error when an action was refused or failed.
-func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, output string, report audit.Report) error {
-	if !r.Reload || r.state == nil {
+// repair is the audit's repair with --reload (nil without): plan, and with --yes act.
+func (r *reloadFlags) repair(log *slog.Logger) *oneshot.Repair {
+	if !r.Reload {
 		return nil
 	}
-	results, err := r.state.round.Repair(ctx, report, oneshot.Repair{Policy: r.Repair, Command: strings.Fields(r.ReloadExec), DryRun: !r.Yes,
+	return &oneshot.Repair{Policy: r.Repair, Command: strings.Fields(r.ReloadExec), DryRun: !r.Yes,
 		// Counted like serve --remediate does; a one-shot audit has no /metrics to expose them on.
-		Metrics: exporter.NewRepairMetrics(), Log: log})
-	if err != nil {
-		return noRun(fmt.Errorf("reload: %w", err))
-	}
-	render := func() error { return remediate.RenderTable(io.Out, !r.Yes, results) }
-	if output == "json" {
-		render = func() error { return remediate.RenderJSON(io.Out, !r.Yes, results, report) }
-	}
-	if err := render(); err != nil {
-		return noRun(err)
-	}
-	bad := remediate.Failed(results)
-	if bad > 0 {
-		return &exitError{code: exitReloadFailed, silent: true, err: fmt.Errorf("%d reload actions refused, failed or blocked", bad)}
-	}
-	return nil
+		Metrics: exporter.NewRepairMetrics(), Log: log}
 }
