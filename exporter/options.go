@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
@@ -52,6 +54,49 @@ type RepairOptions struct {
 	LeaseName, Identity string
 	LeaseDuration       time.Duration
 	Log                 *slog.Logger
+}
+
+// Validate checks the repair for a serve in Kubernetes mode or not, split in totalShards, and
+// fills in the policy's lease namespace (remediate.Policy.Validate).
+func (r *RepairOptions) Validate(kubernetes bool, totalShards int) error {
+	switch {
+	case !kubernetes:
+		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
+	case totalShards > 1:
+		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
+		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
+	case r.LeaseName == "":
+		return errors.New("--remediate-lease-name must not be empty")
+	case r.LeaseDuration < 2*time.Second:
+		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", r.LeaseDuration)
+	}
+	return r.Policy.Validate(remediate.CommandServe)
+}
+
+// Kube is how Kubernetes mode reaches and reads the cluster.
+type Kube struct {
+	// Options turns the exporter's gather.Options (the policy's timeout, Concurrency, Log) into
+	// the cluster's gather options.
+	Options func(gather.Options) (gather.KubeOptions, error)
+	// REST is the cluster's client configuration.
+	REST func() (*rest.Config, error)
+}
+
+// Start starts Kubernetes mode (StartKube) on the cluster k names and, when repair is set,
+// `serve --remediate` (StartRepair); Close ends what it started, also after an error.
+func (x *Exporter) Start(ctx context.Context, k Kube, repair *RepairOptions) error {
+	opts, err := k.Options(gather.Options{Timeout: x.Policy().Timeout.D(), Concurrency: x.opt.Concurrency, Log: x.log})
+	if err != nil {
+		return err
+	}
+	rc, err := k.REST()
+	if err != nil {
+		return err
+	}
+	if err := x.StartKube(ctx, rc, opts); err != nil || repair == nil {
+		return err
+	}
+	return x.StartRepair(rc, *repair)
 }
 
 // StartRepair is EnableRepair for the cluster rc names: its client, this replica's identity

@@ -1,6 +1,8 @@
 package exporter
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/collector"
+	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/remediate"
 )
 
@@ -79,6 +82,91 @@ func TestStartRepairErrors(t *testing.T) {
 			}
 			if x.repair != nil {
 				t.Error("a Remediator was set up anyway")
+			}
+		})
+	}
+}
+
+// TestRepairOptionsValidate: serve --remediate's own rules (a cluster, the whole fleet, a Lease
+// that can be renewed) before the shared policy's, whose lease namespace it fills in.
+func TestRepairOptionsValidate(t *testing.T) {
+	valid := func() RepairOptions {
+		return RepairOptions{LeaseName: "certdrift-remediate", LeaseDuration: 15 * time.Second,
+			Policy: remediate.Policy{Budget: 1, Cooldown: time.Minute, Timeout: time.Minute}}
+	}
+	cases := map[string]struct {
+		reason string
+		change func(*RepairOptions)
+		kube   bool
+		shards int
+		want   string // in the error; "" for none
+	}{
+		"Valid":      {reason: "a cluster, one shard, the defaults", change: func(*RepairOptions) {}, kube: true, shards: 1},
+		"LocalMode":  {reason: "repair in the exporter is Kubernetes only", change: func(*RepairOptions) {}, shards: 1, want: "needs Kubernetes mode"},
+		"Sharded":    {reason: "a shard sees part of the fleet", change: func(*RepairOptions) {}, kube: true, shards: 2, want: "--total-shards > 1"},
+		"NoLease":    {reason: "the election needs a Lease", change: func(r *RepairOptions) { r.LeaseName = "" }, kube: true, shards: 1, want: "--remediate-lease-name"},
+		"ShortLease": {reason: "a Lease under 2s cannot be renewed reliably", change: func(r *RepairOptions) { r.LeaseDuration = time.Second }, kube: true, shards: 1, want: "--remediate-lease-duration 1s"},
+		"Policy":     {reason: "the shared policy is checked for serve", change: func(r *RepairOptions) { r.Policy.Strategy = string(remediate.Exec) }, kube: true, shards: 1, want: "only audit --reload"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", "from-pod")
+			r := valid()
+			tc.change(&r)
+			err := r.Validate(tc.kube, tc.shards)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("%s: %v", tc.reason, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("%s: error %v, want one naming %q", tc.reason, err, tc.want)
+			case tc.want == "" && r.Policy.LeaseNamespace != "from-pod":
+				t.Errorf("%s: lease namespace %q, want POD_NAMESPACE's", tc.reason, r.Policy.LeaseNamespace)
+			}
+		})
+	}
+}
+
+// TestStartOrder: Kubernetes mode builds the cluster's options from the exporter's policy and
+// concurrency, then its REST config; an error at one step stops the next.
+func TestStartOrder(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	x, err := New(Options{Kubernetes: true, Concurrency: 5, Timeout: 4 * time.Second, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		optErr, restErr error
+		wantCalls       string
+	}{
+		"OptionsRefused": {optErr: errors.New("bad options"), wantCalls: "options"},
+		"NoCluster":      {restErr: errors.New("no cluster"), wantCalls: "options rest"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var calls []string
+			var got gather.Options
+			k := Kube{
+				Options: func(g gather.Options) (gather.KubeOptions, error) {
+					calls, got = append(calls, "options"), g
+					return gather.KubeOptions{Options: g}, tc.optErr
+				},
+				REST: func() (*rest.Config, error) { calls = append(calls, "rest"); return nil, tc.restErr },
+			}
+			err := x.Start(context.Background(), k, nil)
+			want := tc.optErr
+			if want == nil {
+				want = tc.restErr
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("Start: %v, want %v", err, want)
+			}
+			if c := strings.Join(calls, " "); c != tc.wantCalls {
+				t.Errorf("called %q, want %q", c, tc.wantCalls)
+			}
+			if got.Timeout != 4*time.Second || got.Concurrency != 5 || got.Log != log {
+				t.Errorf("the cluster's options were built from %+v, want the --timeout, concurrency and log", got)
+			}
+			if x.kube != nil {
+				t.Error("a session was started")
 			}
 		})
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/exporter"
-	"github.com/certdrift/certdrift/gather"
 	"github.com/certdrift/certdrift/remediate"
 )
 
@@ -90,7 +89,7 @@ func (c *serveCmd) Run(ctx context.Context, io *streams, log *slog.Logger, b bui
 	}
 	if c.kubeFlags.enabled() {
 		defer x.Close()
-		if err := c.startKube(ctx, x, log); err != nil {
+		if err := x.Start(ctx, exporter.Kube{Options: c.kubeFlags.options, REST: c.kubeFlags.restConfig}, c.remediateFlags.options(log)); err != nil {
 			return noRun(err)
 		}
 	}
@@ -101,24 +100,6 @@ func (c *serveCmd) Run(ctx context.Context, io *streams, log *slog.Logger, b bui
 		return noRun(err)
 	}
 	return nil
-}
-
-// startKube starts the exporter's Kubernetes session on the cluster the flags name, and with
-// --remediate the repair.
-func (c *serveCmd) startKube(ctx context.Context, x *exporter.Exporter, log *slog.Logger) error {
-	opts, err := c.kubeFlags.options(gather.Options{Timeout: x.Policy().Timeout.D(), Concurrency: c.Concurrency, Log: log})
-	if err != nil {
-		return err
-	}
-	rc, err := c.kubeFlags.restConfig()
-	if err != nil {
-		return err
-	}
-	if err := x.StartKube(ctx, rc, opts); err != nil || !c.Remediate {
-		return err
-	}
-	return x.StartRepair(rc, exporter.RepairOptions{Policy: c.Repair, DryRun: c.RemediateDryRun, LeaseName: c.RemediateLeaseName,
-		Identity: c.RemediateIdentity, LeaseDuration: c.RemediateLeaseDuration, Log: log})
 }
 
 // signals turns SIGHUP into a reload.
@@ -162,16 +143,17 @@ func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
 		}
 		return nil
 	}
-	switch {
-	case !kubeMode:
-		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
-	case totalShards > 1:
-		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
-		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
-	case f.RemediateLeaseName == "":
-		return errors.New("--remediate-lease-name must not be empty")
-	case f.RemediateLeaseDuration < 2*time.Second:
-		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", f.RemediateLeaseDuration)
+	r := f.options(nil)
+	err := r.Validate(kubeMode, totalShards)
+	f.Repair = r.Policy // with its lease namespace filled in
+	return err
+}
+
+// options are the exporter's repair options, nil without --remediate.
+func (f *remediateFlags) options(log *slog.Logger) *exporter.RepairOptions {
+	if !f.Remediate {
+		return nil
 	}
-	return f.Repair.Validate(remediate.CommandServe)
+	return &exporter.RepairOptions{Policy: f.Repair, DryRun: f.RemediateDryRun, LeaseName: f.RemediateLeaseName,
+		Identity: f.RemediateIdentity, LeaseDuration: f.RemediateLeaseDuration, Log: log}
 }
