@@ -10,8 +10,10 @@ package oneshot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"time"
@@ -112,16 +114,23 @@ func Gather(ctx context.Context, o Options) (*Round, error) {
 }
 
 // Inventory runs Kubernetes mode's Secret/ConfigMap inventory alone to its initial sync and
-// measures it (gather.SyncInventory), for the scale benchmark.
-func Inventory(ctx context.Context, o Options) (gather.InventorySize, error) {
+// writes its size (gather.SyncInventory) to w as JSON, for the scale benchmark.
+func Inventory(ctx context.Context, o Options, w io.Writer) error {
 	if o.Kube == nil {
-		return gather.InventorySize{}, errors.New("the inventory is Kubernetes mode's")
+		return errors.New("the inventory is Kubernetes mode's")
 	}
 	r, opts, err := o.kube()
 	if err != nil {
-		return gather.InventorySize{}, err
+		return err
 	}
-	return gather.SyncInventory(ctx, r.rest, opts)
+	size, err := gather.SyncInventory(ctx, r.rest, opts)
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(w).Encode(size); err != nil {
+		return fmt.Errorf("write inventory summary: %w", err)
+	}
+	return nil
 }
 
 // kube is what Kubernetes mode reads before it gathers: the file (pairings and policy), the

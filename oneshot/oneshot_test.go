@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -80,7 +81,7 @@ func TestGatherReadsTheFileFirst(t *testing.T) {
 			o := Options{Config: tc.config, Kube: kube, Policy: flags, Concurrency: 3, Log: log}
 			for what, run := range map[string]func() error{
 				"Gather":    func() error { _, err := Gather(context.Background(), o); return err },
-				"Inventory": func() error { _, err := Inventory(context.Background(), o); return err },
+				"Inventory": func() error { return Inventory(context.Background(), o, io.Discard) },
 			} {
 				calls = nil
 				err := run()
@@ -101,7 +102,7 @@ func TestGatherReadsTheFileFirst(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Inventory(context.Background(), Options{Config: local}); err == nil {
+	if err := Inventory(context.Background(), Options{Config: local}, io.Discard); err == nil {
 		t.Error("Inventory ran in local mode")
 	}
 }

@@ -62,8 +62,11 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 		return noRun(fmt.Errorf("--fail-on %q: want info, warning or critical", c.FailOn))
 	}
 	o := c.kubeFlags.source(c.Config, c.policy, c.Concurrency, log)
-	if c.InventoryOnly && c.kubeFlags.enabled() {
-		return inventoryOnly(ctx, io, o)
+	if c.InventoryOnly && c.kubeFlags.enabled() { // the inventory's size as JSON, for test/scale
+		if err := oneshot.Inventory(ctx, o, io.Out); err != nil {
+			return noRun(err)
+		}
+		return nil
 	}
 	// With --reload the round keeps what the repair needs, and with --yes the Kubernetes session.
 	o.Session, o.KeepSession = c.Reload, c.Reload && c.Yes

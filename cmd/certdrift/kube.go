@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 
 	"github.com/certdrift/certdrift/config"
@@ -19,16 +16,4 @@ func (k kubeFlags) source(configPath string, policyOf func(config.Policy) config
 		o.Kube = &oneshot.Kube{Options: k.options, REST: k.restConfig}
 	}
 	return o
-}
-
-// inventoryOnly prints the inventory's size once synced (gather.SyncInventory) as JSON.
-func inventoryOnly(ctx context.Context, io *streams, o oneshot.Options) error {
-	size, err := oneshot.Inventory(ctx, o)
-	if err != nil {
-		return noRun(err)
-	}
-	if err := json.NewEncoder(io.Out).Encode(size); err != nil {
-		return noRun(fmt.Errorf("write inventory summary: %w", err))
-	}
-	return nil
 }
