@@ -16,7 +16,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -191,12 +190,9 @@ type Repair struct {
 // round's session in Kubernetes mode (gathered with KeepSession), by reading the configured
 // Envoys again in local mode.
 func (r *Round) Repair(ctx context.Context, report audit.Report, p Repair) ([]remediate.Result, error) {
-	kubeMode := r.rest != nil
-	opt := p.Policy.Options(kubeMode, time.Now())
-	exe := &remediate.Executor{Log: p.Log, Command: p.Command, Metrics: p.Metrics}
-	p.Policy.Configure(exe)
-	in := r.Inputs
-	if kubeMode {
+	c := remediate.OnceConfig{Policy: p.Policy, Command: p.Command, DryRun: p.DryRun, AuditPolicy: r.Policy,
+		Observe: r.observeLocal, Metrics: p.Metrics, Log: p.Log}
+	if r.rest != nil {
 		if !p.DryRun && r.session == nil {
 			return nil, errors.New("the round's Kubernetes session was not kept for the post-checks (Options.KeepSession)")
 		}
@@ -204,21 +200,12 @@ func (r *Round) Repair(ctx context.Context, report audit.Report, p Repair) ([]re
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
 		}
-		exe.Client = client
-		if in, err = remediate.PrepareKube(ctx, client, exe.LeaseNamespace, report, r.Inputs, &opt); err != nil {
-			return nil, err
+		c.Client, c.Observe = client, nil
+		if r.session != nil {
+			c.Observe, c.OpenAdmin = r.session.GatherEnvoys, r.session.OpenAdminURL
 		}
-		if !p.DryRun {
-			exe.Verify = remediate.NewVerifier(r.session.GatherEnvoys, r.Policy, time.Now)
-			exe.OpenAdmin = r.session.OpenAdminURL
-			// A workload blocked by an earlier failed action is released once the audit shows
-			// it healthy again.
-			exe.RecoverBlocked(ctx, remediate.HealthyWorkloads(report))
-		}
-	} else {
-		exe.Verify = remediate.NewVerifier(r.observeLocal, r.Policy, time.Now)
 	}
-	return exe.Run(ctx, remediate.Plan(report, in, opt), p.DryRun), nil
+	return remediate.Once(ctx, c, report, r.Inputs)
 }
 
 // observeLocal gathers the named local Envoys again, for the post-check.
