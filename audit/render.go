@@ -498,6 +498,13 @@ func summaryLine(r Report) string {
 	return line + "\ncoverage incomplete: " + strings.Join(gaps, ", ")
 }
 
+// Shortfall says in one line how much of the coverage was judged, for messages about a report
+// that is not complete: "judged 3 of 4 bindings and 5 of 6 handshakes, 1 input not read".
+func (c Coverage) Shortfall() string {
+	return fmt.Sprintf("judged %d of %s and %d of %s, %s not read",
+		c.BindingsJudged, plural(c.Bindings, "binding"), c.HandshakesJudged, plural(c.Handshakes, "handshake"), plural(c.Gaps, "input"))
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word

@@ -16,6 +16,8 @@
 // groups, the scheme and the codecs, and gives them the clientset's shape
 // (c.CoreV1().Pods(ns).Get(...)) so call sites read the same.
 //
+// Kubeconfig reads the client configuration a kubeconfig file names, the file bounded first.
+//
 // Add a resource here only when a call site needs it; a group added costs its k8s.io/api
 // package's init in every process.
 package kubeapi

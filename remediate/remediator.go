@@ -131,21 +131,13 @@ func (r *Remediator) recover(ctx context.Context, exe *Executor, rep audit.Repor
 // through the exporter's own session.
 func (r *Remediator) act(ctx context.Context, w Work) {
 	c := r.cfg
-	opt := c.Policy.Options(true, time.Now())
-	in, err := PrepareKube(ctx, c.Client, c.Policy.LeaseNamespace, w.Report, w.Inputs, &opt)
+	results, err := Once(ctx, OnceConfig{Client: c.Client, Policy: c.Policy, DryRun: c.DryRun,
+		Observe: c.Observe, OpenAdmin: c.OpenAdmin, AuditPolicy: c.AuditPolicy(), Recover: r.recover,
+		Metrics: c.Metrics, Log: r.log}, w.Report, w.Inputs)
 	if err != nil {
 		r.log.Warn("remediate: read the stale pods; trying again next round", "err", err)
 		return
 	}
-	exe := &Executor{Client: c.Client, Log: r.log, Metrics: c.Metrics}
-	c.Policy.Configure(exe)
-	if !c.DryRun {
-		exe.Verify = NewVerifier(c.Observe, c.AuditPolicy(), time.Now)
-		exe.OpenAdmin = c.OpenAdmin
-		r.recover(ctx, exe, w.Report)
-	}
-	actions := Plan(w.Report, in, opt)
-	results := exe.Run(ctx, actions, c.DryRun)
 	var blocked []BlockedWorkload
 	for _, res := range results {
 		if res.Skip == SkipBlocked {

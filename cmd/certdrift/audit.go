@@ -9,7 +9,8 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/gather"
+	"github.com/certdrift/certdrift/oneshot"
+	"github.com/certdrift/certdrift/remediate"
 )
 
 // auditCmd is `certdrift audit`: one pass over every configured source and Envoy.
@@ -48,13 +49,7 @@ func (c *auditCmd) Validate() error {
 	if err := c.reloadFlags.validate(); err != nil {
 		return err
 	}
-	switch {
-	case c.Config == "" && !c.kubeFlags.enabled():
-		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
-	case c.ConfigCheck && c.Config == "":
-		return errors.New("--config.check needs --config")
-	}
-	return nil
+	return c.kubeFlags.validateSource(c.Config, c.ConfigCheck)
 }
 
 func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error {
@@ -62,59 +57,39 @@ func (c *auditCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error
 	if c.ConfigCheck {
 		return configCheck(io, c.Config, c.kubeFlags.enabled(), c.Output == "json")
 	}
-	if c.kubeFlags.enabled() {
-		return c.runKube(ctx, io, log)
-	}
-	cfg, err := config.Load(c.Config)
-	if err != nil {
-		return noRun(err)
-	}
 	failOn, ok := audit.ParseSeverity(c.FailOn)
 	if !ok { // kong's enum makes this unreachable; kept so a new level cannot slip through
 		return noRun(fmt.Errorf("--fail-on %q: want info, warning or critical", c.FailOn))
 	}
-	policy := c.policy(cfg.Policy)
-
-	start := time.Now()
-	in := gather.Local(ctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
-	c.reloadFlags.state = &reloadState{in: in, policy: policy, cfg: cfg, gopts: gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log}}
-	return c.judge(ctx, io, log, func() audit.Report { return audit.Run(in, policy, time.Now()) }, failOn, start)
-}
-
-// judge runs the audit on gathered inputs, renders the report and maps it to an exit code; both
-// modes end here.
-func (c *auditCmd) judge(ctx context.Context, io *streams, log *slog.Logger, runAudit func() audit.Report, failOn audit.Severity, start time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return noRun(fmt.Errorf("audit interrupted: %w", err))
-	}
-	report := runAudit()
-	log.Info("audit finished",
-		"findings", len(report.Findings), "bindings", len(report.Bindings),
-		"envoys", report.Summary.Envoys, "handshakes", report.Summary.Handshakes,
-		"duration_seconds", time.Since(start).Seconds())
-
-	render := audit.RenderTable
-	if c.Output == "json" {
-		render = audit.RenderJSON
-	}
-	// With --reload and JSON, the report and the reload results are one document (printed by
-	// reload), so that the output stays a single JSON value.
-	if !(c.Reload && c.Output == "json") {
-		if err := render(io.Out, report); err != nil {
+	o := c.kubeFlags.source(c.Config, c.policy, c.Concurrency, log)
+	if c.InventoryOnly && c.kubeFlags.enabled() { // the inventory's size as JSON, for test/scale
+		if err := oneshot.Inventory(ctx, o, io.Out); err != nil {
 			return noRun(err)
 		}
+		return nil
 	}
-	if err := c.reload(ctx, io, log, report); err != nil {
-		return err
+	// With --reload the round keeps what the repair needs, and with --yes the Kubernetes session.
+	o.Session, o.KeepSession = c.Reload, c.Reload && c.Yes
+	start := time.Now()
+	r, err := oneshot.Gather(ctx, o)
+	if err != nil {
+		return noRun(err)
 	}
-	if report.MaxSeverity() >= failOn {
+	c.reloadFlags.state = &reloadState{round: r, policy: r.Policy}
+	a, err := r.Audit(ctx, oneshot.Output{W: io.Out, JSON: c.Output == "json", Log: log}, c.reloadFlags.repair(log), start)
+	if err != nil {
+		return noRun(err)
+	}
+	if bad := remediate.Failed(a.Repairs); bad > 0 {
+		return &exitError{code: exitReloadFailed, silent: true, err: fmt.Errorf("%d reload actions refused, failed or blocked", bad)}
+	}
+	if a.Report.MaxSeverity() >= failOn {
 		return &exitError{code: exitFindings, silent: true,
 			err: errors.New("findings at or above --fail-on " + failOn.String())}
 	}
-	if cov := report.Summary.Coverage; !cov.Complete && !c.AllowPartial {
+	if cov := a.Report.Summary.Coverage; !cov.Complete && !c.AllowPartial {
 		return &exitError{code: exitFindings, err: fmt.Errorf(
-			"coverage incomplete: judged %d of %s and %d of %s, %s not read; the report is not clean (--allow-partial accepts this)",
-			cov.BindingsJudged, plural(cov.Bindings, "binding"), cov.HandshakesJudged, plural(cov.Handshakes, "handshake"), plural(cov.Gaps, "input"))}
+			"coverage incomplete: %s; the report is not clean (--allow-partial accepts this)", cov.Shortfall())}
 	}
 	return nil
 }

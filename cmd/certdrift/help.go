@@ -1,6 +1,7 @@
 package main
 
 import (
+	_ "embed"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -37,54 +38,17 @@ func (h *helpCmd) Run(kctx *kong.Context, _ *slog.Logger) error {
 	return nil
 }
 
-// Examples shown by `certdrift audit --help` (kong prints a command's Help() below its summary).
-func (auditCmd) Help() string {
-	return `Exit codes: 0 clean, 1 findings at or above --fail-on (or coverage incomplete), 2 could not run, 3 a repair failed or could not be checked (--reload).
+// The examples and exit codes `certdrift audit|preflight|serve --help` print below the command's
+// summary (kong prints a command's Help()), kept as plain text beside this file.
+var (
+	//go:embed help/audit.txt
+	auditHelp string
+	//go:embed help/preflight.txt
+	preflightHelp string
+	//go:embed help/serve.txt
+	serveHelp string
+)
 
-Examples:
-
-    # Audit the Envoys and certificates named in a config file
-    certdrift audit --config certdrift.yaml
-
-    # Audit every Envoy pod of the current kubectl context; JSON for scripts
-    certdrift audit --kubeconfig ~/.kube/config -o json
-
-    # Check a config file without contacting anything
-    certdrift audit --config certdrift.yaml --config.check
-
-    # Plan reloads of the Envoys proven stale in one namespace (add --yes to act)
-    certdrift audit --kubeconfig ~/.kube/config --namespace web --reload`
-}
-
-// Examples shown by `certdrift preflight --help`.
-func (preflightCmd) Help() string {
-	return `Exit codes: 0 the rotation is safe as planned, 1 a handshake would fail (each named: who
-verifies, with which trust, which leaf from whom), 2 bad input or could not run, 3 cannot tell
-(an Envoy's admin did not answer, a component's trust could not be read). docs/preflight.md
-describes the checks and the JSON.
-
-Examples:
-
-    # A new leaf for the config's source "web": who reloads it, who needs a restart
-    certdrift preflight --config certdrift.yaml --leaf web=new/tls.crt
-
-    # Envoy Gateway's three Secrets as certgen would rewrite them (one YAML document each)
-    certdrift preflight --kubeconfig ~/.kube/config --config pairings.yaml --secret rotated.yaml
-
-    # Step 1 of a CA rotation: only the bundle [new, old] of one Secret; JSON for scripts
-    certdrift preflight --kubeconfig ~/.kube/config --bundle envoy-gateway-system/envoy=bundle.pem -o json`
-}
-
-// Examples shown by `certdrift serve --help`.
-func (serveCmd) Help() string {
-	return `Examples:
-
-    # Export metrics on :9809 for the Envoys in a config file
-    certdrift serve --config certdrift.yaml
-
-    # In a cluster, with the pod's ServiceAccount, one namespace
-    certdrift serve --in-cluster --namespace web
-
-    # Validate the config and flags, then exit (0 OK, 2 invalid)
-    certdrift serve --config certdrift.yaml --config.check`
-}
+func (auditCmd) Help() string     { return strings.TrimSuffix(auditHelp, "\n") }
+func (preflightCmd) Help() string { return strings.TrimSuffix(preflightHelp, "\n") }
+func (serveCmd) Help() string     { return strings.TrimSuffix(serveHelp, "\n") }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/certdrift/certdrift/gather"
+	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/probe/kube/adminaccess"
 	"github.com/certdrift/certdrift/probe/kube/inventory"
@@ -54,6 +55,18 @@ type kubeFlags struct {
 
 // enabled reports whether Kubernetes mode was asked for.
 func (k kubeFlags) enabled() bool { return k.Kubeconfig != "" || k.InCluster }
+
+// validateSource: a command reads local mode's config file or a cluster, and --config.check
+// (check) needs the file.
+func (k kubeFlags) validateSource(config string, check bool) error {
+	switch {
+	case config == "" && !k.enabled():
+		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
+	case check && config == "":
+		return errors.New("--config.check needs --config")
+	}
+	return nil
+}
 
 func (k kubeFlags) validate() error {
 	var errs []error
@@ -111,20 +124,13 @@ func (k kubeFlags) validate() error {
 }
 
 // restConfig is the client configuration the flags name, with the flags' rate limits.
-func (k kubeFlags) restConfig() (*rest.Config, error) {
-	var rc *rest.Config
+func (k kubeFlags) restConfig() (rc *rest.Config, err error) {
 	if k.InCluster {
-		c, err := rest.InClusterConfig()
-		if err != nil {
+		if rc, err = rest.InClusterConfig(); err != nil {
 			return nil, fmt.Errorf("--in-cluster: %w", err)
 		}
-		rc = c
-	} else {
-		c, err := kubeRestConfig(k.Kubeconfig, k.Context)
-		if err != nil {
-			return nil, err
-		}
-		rc = c
+	} else if rc, err = kubeapi.Kubeconfig(k.Kubeconfig, k.Context); err != nil {
+		return nil, err
 	}
 	rc.QPS, rc.Burst = k.KubeQPS, k.KubeBurst
 	return rc, nil

@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, io streams) int {
 		kong.Writers(io.Out, io.Err),
 		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.Vars{"version": currentBuild().text()},
+		kong.Vars{"version": currentBuild().Text()},
 		kong.ExplicitGroups(flagGroups),
 	)
 	if err != nil {

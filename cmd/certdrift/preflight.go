@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
-	"github.com/certdrift/certdrift/gather"
+	"github.com/certdrift/certdrift/oneshot"
 	"github.com/certdrift/certdrift/probe/candidate"
 	"github.com/certdrift/certdrift/probe/desired"
 )
@@ -43,10 +42,10 @@ func (c *preflightCmd) Validate() error {
 	if err := c.kubeFlags.validate(); err != nil {
 		return err
 	}
-	switch {
-	case c.Config == "" && !c.kubeFlags.enabled():
-		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
-	case len(c.Leaf)+len(c.Bundle)+len(c.Secret) == 0:
+	if err := c.kubeFlags.validateSource(c.Config, false); err != nil {
+		return err
+	}
+	if len(c.Leaf)+len(c.Bundle)+len(c.Secret) == 0 {
 		return errors.New("no candidate: give --leaf SOURCE=FILE, --bundle SOURCE=FILE or --secret FILE")
 	}
 	return nil
@@ -54,38 +53,19 @@ func (c *preflightCmd) Validate() error {
 
 // candidates reads every --leaf, --bundle and --secret (exit 2 on any problem, naming the file).
 func (c *preflightCmd) candidates() ([]desired.Candidate, error) {
-	var all []desired.Candidate
-	read := func(args []string, needSource bool, f func(candidate.Spec) ([]desired.Candidate, error)) error {
-		for _, a := range args {
-			s, err := candidate.ParseSpec(a, needSource)
-			if err != nil {
-				return err
-			}
-			cs, err := f(s)
-			if err != nil {
-				return err
-			}
-			all = append(all, cs...)
-		}
-		return nil
-	}
-	one := func(f func(candidate.Spec) (desired.Candidate, error)) func(candidate.Spec) ([]desired.Candidate, error) {
-		return func(s candidate.Spec) ([]desired.Candidate, error) {
-			c, err := f(s)
-			return []desired.Candidate{c}, err
-		}
-	}
-	if err := read(c.Leaf, true, one(candidate.Leaf)); err != nil {
+	leaves, err := candidate.Leaves(c.Leaf)
+	if err != nil {
 		return nil, fmt.Errorf("--leaf %w", err)
 	}
-	if err := read(c.Bundle, true, one(candidate.Bundle)); err != nil {
+	bundles, err := candidate.Bundles(c.Bundle)
+	if err != nil {
 		return nil, fmt.Errorf("--bundle %w", err)
 	}
-	kube := c.kubeFlags.enabled()
-	if err := read(c.Secret, false, func(s candidate.Spec) ([]desired.Candidate, error) { return candidate.Secrets(s, kube) }); err != nil {
+	secrets, err := candidate.SecretManifests(c.Secret, c.kubeFlags.enabled())
+	if err != nil {
 		return nil, fmt.Errorf("--secret %w", err)
 	}
-	return candidate.Merge(all)
+	return candidate.Merge(slices.Concat(leaves, bundles, secrets))
 }
 
 func (c *preflightCmd) Run(ctx context.Context, io *streams, log *slog.Logger) error {
@@ -93,48 +73,21 @@ func (c *preflightCmd) Run(ctx context.Context, io *streams, log *slog.Logger) e
 	if err != nil {
 		return noRun(err)
 	}
-	var in audit.Inputs
-	var cfg *config.Config
+	o := c.kubeFlags.source(c.Config, c.policy, c.Concurrency, log)
 	auditCmd := "certdrift audit --config " + c.Config
 	if c.kubeFlags.enabled() {
-		var (
-			policy config.Policy
-			opts   gather.KubeOptions
-			rc     *rest.Config
-		)
-		if cfg, policy, opts, rc, err = c.kubeFlags.setup(c.Config, c.policy, c.Concurrency, log); err != nil {
-			return noRun(err)
-		}
 		// The candidates' sources are read by name like the pairings' (they need not be mounted).
-		opts.PairingSources = gather.PairingSources(cfg.Pairings)
 		for _, cd := range cands {
-			opts.PairingSources = append(opts.PairingSources, cd.Source)
+			o.Sources = append(o.Sources, cd.Source)
 		}
-		if in, err = gather.KubeOnce(ctx, rc, policy, opts); err != nil {
-			return noRun(err)
-		}
-		in.Config.Pairings = cfg.Pairings
 		auditCmd = "certdrift audit " + strings.Join(c.kubeArgs(), " ")
-	} else {
-		if cfg, err = config.Load(c.Config); err != nil {
-			return noRun(err)
-		}
-		policy := c.policy(cfg.Policy)
-		in = gather.Local(ctx, cfg, gather.Fleet, gather.Options{Timeout: policy.Timeout.D(), Concurrency: c.Concurrency, Log: log})
 	}
-	if err := ctx.Err(); err != nil {
-		return noRun(fmt.Errorf("preflight interrupted: %w", err))
-	}
-	r, err := audit.Preflight(in, cands, c.policy(cfg.Policy), time.Now(), audit.PreflightOptions{AuditCommand: auditCmd})
+	round, err := oneshot.Gather(ctx, o)
 	if err != nil {
 		return noRun(err)
 	}
-	log.Info("preflight finished", "verdict", r.Verdict, "handshakes", len(r.Handshakes), "reloads", len(r.Reloads))
-	render := audit.RenderPreflightTable
-	if c.Output == "json" {
-		render = audit.RenderPreflightJSON
-	}
-	if err := render(io.Out, r); err != nil {
+	r, err := round.Preflight(ctx, oneshot.Output{W: io.Out, JSON: c.Output == "json", Log: log}, cands, auditCmd)
+	if err != nil {
 		return noRun(err)
 	}
 	switch r.Verdict {

@@ -1,21 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
-	"time"
 
-	"k8s.io/client-go/rest"
-
-	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/exporter"
-	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/kubeapi"
+	"github.com/certdrift/certdrift/oneshot"
 	"github.com/certdrift/certdrift/remediate"
 )
 
@@ -25,8 +17,8 @@ import (
 // can tell "drift found" from "drift found and the repair did not work".
 const exitReloadFailed = 3
 
-// reloadFlags are `certdrift audit --reload`: repair what the audit proved stale. The audit
-// fills in what it gathered (state) before judging; run acts on the judged report.
+// reloadFlags are `certdrift audit --reload`: repair what the audit proved stale (oneshot's
+// Round.Repair). The audit keeps its round (state) until the command ends.
 type reloadFlags struct {
 	Reload     bool   `name:"reload" env:"CERTDRIFT_RELOAD" help:"Plan reloads of Envoys proven stale (dry run: prints the plan). See docs/repair.md."`
 	Yes        bool   `name:"yes" env:"CERTDRIFT_YES" help:"With --reload: carry the plan out."`
@@ -40,16 +32,10 @@ type reloadFlags struct {
 	state *reloadState `kong:"-"`
 }
 
-// reloadState is what the audit gathered, for planning and for the post-check.
+// reloadState is the audit's round, which the repair plans from and post-checks through.
 type reloadState struct {
-	in     audit.Inputs
-	policy config.Policy
-	// Kubernetes mode: rc is set; local mode: cfg.
-	rc *rest.Config
-	// session is the audit's own Kubernetes session, kept open with --yes for the post-checks.
-	session *gather.Session
-	cfg     *config.Config
-	gopts   gather.Options
+	round  *oneshot.Round
+	policy config.Policy // the round's, which the post-checks judge with
 }
 
 func (r *reloadFlags) validate() error {
@@ -62,97 +48,19 @@ func (r *reloadFlags) validate() error {
 	return r.Repair.Validate(remediate.CommandAudit)
 }
 
-// reload is the audit's hook: with --reload, plan from the judged report, and act with --yes.
-// Both modes left what they gathered in r.state.
-func (c *auditCmd) reload(ctx context.Context, io *streams, log *slog.Logger, report audit.Report) error {
-	if !c.Reload {
-		return nil
-	}
-	return c.reloadFlags.run(ctx, io, log, c.Output, report)
-}
-
-// gatherKube is GatherKube for the audit: with --reload it keeps the round's inputs and policy
-// (the --config file's, flags applied) for the repair, and with --yes the session too, so that
-// post-checks and admin-quit reuse its informers instead of listing every Secret again.
-func (c *auditCmd) gatherKube(ctx context.Context, rc *rest.Config, policy config.Policy, opts gather.KubeOptions) (audit.Inputs, error) {
-	if !c.Reload {
-		return gather.KubeOnce(ctx, rc, policy, opts)
-	}
-	s, err := gather.Start(ctx, rc, policy, opts)
-	if err != nil {
-		return audit.Inputs{}, err
-	}
-	in := s.Gather(ctx, gather.Fleet)
-	if !c.Yes {
-		// A dry run observes nothing more.
-		s.Close()
-		s = nil
-	}
-	c.reloadFlags.state = &reloadState{in: in, policy: policy, rc: rc, session: s}
-	return in, nil
-}
-
-// closeReload ends what gatherKube kept open.
+// closeReload ends the session the audit's round kept for --reload --yes.
 func (r *reloadFlags) closeReload() {
-	if r.state != nil && r.state.session != nil {
-		r.state.session.Close()
-		r.state.session = nil
+	if r.state != nil {
+		r.state.round.Close()
 	}
 }
 
-// run plans (and with --yes executes) reloads from the judged report and prints the outcome.
-// It returns an exit error when an action was refused or failed.
-func (r *reloadFlags) run(ctx context.Context, io *streams, log *slog.Logger, output string, report audit.Report) error {
-	if !r.Reload || r.state == nil {
+// repair is the audit's repair with --reload (nil without): plan, and with --yes act.
+func (r *reloadFlags) repair(log *slog.Logger) *oneshot.Repair {
+	if !r.Reload {
 		return nil
 	}
-	st := r.state
-	kubeMode := st.rc != nil
-	opt := r.Repair.Options(kubeMode, time.Now())
-	exe := &remediate.Executor{Log: log, Command: strings.Fields(r.ReloadExec),
+	return &oneshot.Repair{Policy: r.Repair, Command: strings.Fields(r.ReloadExec), DryRun: !r.Yes,
 		// Counted like serve --remediate does; a one-shot audit has no /metrics to expose them on.
-		Metrics: exporter.NewRepairMetrics()}
-	r.Repair.Configure(exe)
-	in := st.in
-	if kubeMode {
-		client, err := kubeapi.NewForConfig(st.rc)
-		if err != nil {
-			return noRun(fmt.Errorf("reload: kubernetes client: %w", err))
-		}
-		exe.Client = client
-		if in, err = remediate.PrepareKube(ctx, client, exe.LeaseNamespace, report, st.in, &opt); err != nil {
-			return noRun(fmt.Errorf("reload: %w", err))
-		}
-		if r.Yes {
-			exe.Verify = remediate.NewVerifier(st.session.GatherEnvoys, st.policy, time.Now)
-			exe.OpenAdmin = st.session.OpenAdminURL
-			// A workload blocked by an earlier failed action is released once the audit shows
-			// it healthy again.
-			exe.RecoverBlocked(ctx, remediate.HealthyWorkloads(report))
-		}
-	} else {
-		exe.Verify = remediate.NewVerifier(st.observeLocal, st.policy, time.Now)
-	}
-	actions := remediate.Plan(report, in, opt)
-	results := exe.Run(ctx, actions, !r.Yes)
-
-	render := func() error { return remediate.RenderTable(io.Out, !r.Yes, results) }
-	if output == "json" {
-		render = func() error { return remediate.RenderJSON(io.Out, !r.Yes, results, report) }
-	}
-	if err := render(); err != nil {
-		return noRun(err)
-	}
-	bad := remediate.Failed(results)
-	if bad > 0 {
-		return &exitError{code: exitReloadFailed, silent: true, err: fmt.Errorf("%d reload actions refused, failed or blocked", bad)}
-	}
-	return nil
-}
-
-// observeLocal gathers the named local Envoys again, for the post-check.
-func (st *reloadState) observeLocal(ctx context.Context, envoys []string) audit.Inputs {
-	cfg := *st.cfg
-	cfg.Envoys = slices.DeleteFunc(slices.Clone(cfg.Envoys), func(e config.Envoy) bool { return !slices.Contains(envoys, e.Name) })
-	return gather.Local(ctx, &cfg, gather.Fleet, st.gopts)
+		Metrics: exporter.NewRepairMetrics(), Log: log}
 }

@@ -10,12 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/certdrift/certdrift/collector"
 	"github.com/certdrift/certdrift/exporter"
-	"github.com/certdrift/certdrift/gather"
-	"github.com/certdrift/certdrift/kubeapi"
 	"github.com/certdrift/certdrift/remediate"
 )
 
@@ -47,27 +43,8 @@ type serveCmd struct {
 }
 
 func (c *serveCmd) Validate() error {
-	switch {
-	case c.Concurrency < 1 || c.Concurrency > 1024:
-		return fmt.Errorf("--concurrency %d: want 1..1024", c.Concurrency)
-	case c.Interval < 100*time.Millisecond:
-		return fmt.Errorf("--interval %s: want at least 100ms", c.Interval)
-	case c.Jitter < 0 || c.Jitter > 0.5:
-		return fmt.Errorf("--jitter %g: want 0..0.5", c.Jitter)
-	case c.RoundTimeout < 0 || c.Timeout < 0 || c.Grace < 0 || c.Debounce < 0 || c.ScrapeTimeout < 0:
-		return errors.New("durations must not be negative")
-	case c.MaxRequests < 1:
-		return fmt.Errorf("--web.max-requests %d: want at least 1", c.MaxRequests)
-	case c.MaxConns < 1:
-		return fmt.Errorf("--web.max-connections %d: want at least 1", c.MaxConns)
-	case c.IdleTimeout <= 0 || c.HeaderTimeout <= 0:
-		return errors.New("--web.idle-timeout and --web.read-header-timeout must be positive")
-	case c.TotalShards < 1:
-		return fmt.Errorf("--total-shards %d: want at least 1", c.TotalShards)
-	case c.Shard < 0 || c.Shard >= c.TotalShards:
-		return fmt.Errorf("--shard %d: want 0..%d (--total-shards %d)", c.Shard, c.TotalShards-1, c.TotalShards)
-	case len(c.ListenAddress) == 0:
-		return errors.New("--web.listen-address: at least one address is needed")
+	if err := c.options(nil, buildInfo{}).Validate(); err != nil {
+		return err
 	}
 	if err := c.kubeFlags.validate(); err != nil {
 		return err
@@ -75,11 +52,8 @@ func (c *serveCmd) Validate() error {
 	if err := c.remediateFlags.validate(c.kubeFlags.enabled(), c.TotalShards); err != nil {
 		return err
 	}
-	switch {
-	case c.Config == "" && !c.kubeFlags.enabled():
-		return errors.New("one of --config (local mode) or --kubeconfig/--in-cluster (Kubernetes mode) is required")
-	case c.ConfigCheck && c.Config == "":
-		return errors.New("--config.check needs --config")
+	if err := c.kubeFlags.validateSource(c.Config, c.ConfigCheck); err != nil {
+		return err
 	}
 	if c.WebConfigFile != "" {
 		if err := exporter.ValidateWebConfig(c.WebConfigFile); err != nil {
@@ -89,12 +63,9 @@ func (c *serveCmd) Validate() error {
 	return nil
 }
 
-func (c *serveCmd) Run(ctx context.Context, io *streams, log *slog.Logger, b buildInfo) error {
-	if c.ConfigCheck {
-		// Validate has checked the flags (and --web.config.file) already.
-		return configCheck(io, c.Config, c.kubeFlags.enabled(), false)
-	}
-	x, err := exporter.New(exporter.Options{
+// options are the exporter's options from the flags.
+func (c *serveCmd) options(log *slog.Logger, b buildInfo) exporter.Options {
+	return exporter.Options{
 		Config: c.Config, Kubernetes: c.kubeFlags.enabled(),
 		Interval: c.Interval, Jitter: c.Jitter, RoundTimeout: c.RoundTimeout, Debounce: c.Debounce,
 		Timeout: c.Timeout, Grace: c.Grace, Concurrency: c.Concurrency,
@@ -104,27 +75,22 @@ func (c *serveCmd) Run(ctx context.Context, io *streams, log *slog.Logger, b bui
 			ScrapeTimeout: c.ScrapeTimeout, MaxRequests: c.MaxRequests, MaxConns: c.MaxConns,
 			IdleTimeout: c.IdleTimeout, HeaderTimeout: c.HeaderTimeout},
 		Log: log,
-	})
+	}
+}
+
+func (c *serveCmd) Run(ctx context.Context, io *streams, log *slog.Logger, b buildInfo) error {
+	if c.ConfigCheck {
+		// Validate has checked the flags (and --web.config.file) already.
+		return configCheck(io, c.Config, c.kubeFlags.enabled(), false)
+	}
+	x, err := exporter.New(c.options(log, b))
 	if err != nil {
 		return noRun(err)
 	}
 	if c.kubeFlags.enabled() {
-		opts, err := c.kubeFlags.options(gather.Options{Timeout: x.Policy().Timeout.D(), Concurrency: c.Concurrency, Log: log})
-		if err != nil {
-			return noRun(err)
-		}
-		rc, err := c.kubeFlags.restConfig()
-		if err != nil {
-			return noRun(err)
-		}
-		if err := x.StartKube(ctx, rc, opts); err != nil {
-			return noRun(err)
-		}
 		defer x.Close()
-		if c.Remediate {
-			if err := c.enableRepair(x, rc, log); err != nil {
-				return noRun(err)
-			}
+		if err := x.Start(ctx, exporter.Kube{Options: c.kubeFlags.options, REST: c.kubeFlags.restConfig}, c.remediateFlags.options(log)); err != nil {
+			return noRun(err)
 		}
 	}
 	sigCtx, stop := context.WithCancel(ctx)
@@ -134,22 +100,6 @@ func (c *serveCmd) Run(ctx context.Context, io *streams, log *slog.Logger, b bui
 		return noRun(err)
 	}
 	return nil
-}
-
-// enableRepair is --remediate: the election and the repair policy.
-func (c *serveCmd) enableRepair(x *exporter.Exporter, rc *rest.Config, log *slog.Logger) error {
-	client, err := kubeapi.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("--remediate: kubernetes client: %w", err)
-	}
-	id, err := remediate.ElectionIdentity(c.RemediateIdentity)
-	if err != nil {
-		return err
-	}
-	lease := c.RemediateLeaseDuration
-	return x.EnableRepair(remediate.RemediatorConfig{Client: client, Policy: c.Repair, DryRun: c.RemediateDryRun, Log: log,
-		Lease: remediate.LeaseConfig{Namespace: c.Repair.LeaseNamespace, Name: c.RemediateLeaseName,
-			Identity: id, LeaseDuration: lease, RenewDeadline: lease * 2 / 3, RetryPeriod: lease / 7}})
 }
 
 // signals turns SIGHUP into a reload.
@@ -193,16 +143,17 @@ func (f *remediateFlags) validate(kubeMode bool, totalShards int) error {
 		}
 		return nil
 	}
-	switch {
-	case !kubeMode:
-		return errors.New("--remediate needs Kubernetes mode (--kubeconfig or --in-cluster): outside Kubernetes use certdrift audit --reload")
-	case totalShards > 1:
-		// A shard sees part of the fleet; one leader among shards would leave the rest unrepaired.
-		return errors.New("--remediate does not work with --total-shards > 1: run repair from an unsharded exporter or certdrift audit --reload")
-	case f.RemediateLeaseName == "":
-		return errors.New("--remediate-lease-name must not be empty")
-	case f.RemediateLeaseDuration < 2*time.Second:
-		return fmt.Errorf("--remediate-lease-duration %s: want at least 2s", f.RemediateLeaseDuration)
+	r := f.options(nil)
+	err := r.Validate(kubeMode, totalShards)
+	f.Repair = r.Policy // with its lease namespace filled in
+	return err
+}
+
+// options are the exporter's repair options, nil without --remediate.
+func (f *remediateFlags) options(log *slog.Logger) *exporter.RepairOptions {
+	if !f.Remediate {
+		return nil
 	}
-	return f.Repair.Validate(remediate.CommandServe)
+	return &exporter.RepairOptions{Policy: f.Repair, DryRun: f.RemediateDryRun, LeaseName: f.RemediateLeaseName,
+		Identity: f.RemediateIdentity, LeaseDuration: f.RemediateLeaseDuration, Log: log}
 }

@@ -3,17 +3,15 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"runtime"
-	"runtime/debug"
 
-	"golang.org/x/mod/module"
+	"github.com/certdrift/certdrift/internal/buildinfo"
 )
 
 // Set at build time from scripts/version.sh, the one version source (make build, GoReleaser, ko):
 //
 //	go build -ldflags "-X main.version=v1.2.3 -X main.commit=<sha> -X main.date=2026-01-02T03:04:05Z"
 //
-// Left empty, they are filled from the module's build info (buildFromInfo).
+// Left empty, they are filled from the module's build info (buildinfo.Resolve).
 var (
 	version string
 	commit  string
@@ -21,85 +19,13 @@ var (
 )
 
 // buildInfo describes this binary; it is bound into commands and labels certdrift_build_info.
-type buildInfo struct {
-	Version, Commit, Date, GoVersion string
-}
+type buildInfo = buildinfo.Info
 
-func currentBuild() buildInfo {
-	bi, _ := debug.ReadBuildInfo()
-	b := buildFromInfo(version, commit, date, bi)
-	b.GoVersion = runtime.Version()
-	return b
-}
-
-// buildFromInfo resolves the version, commit and date: the ldflags values where set, else what
-// the go command recorded. `go install github.com/certdrift/certdrift/cmd/certdrift@v1.2.3`
-// records the module version (v1.2.3, or a pseudo-version for a commit) but no VCS settings, since
-// it builds from the module cache; a `go build` in a git checkout records vcs.revision, vcs.time
-// and vcs.modified (unless -buildvcs=false) and the module version "(devel)". Whatever is still
-// unknown is "dev" (version) or "unknown".
-func buildFromInfo(ldVersion, ldCommit, ldDate string, bi *debug.BuildInfo) buildInfo {
-	b := buildInfo{Version: ldVersion, Commit: ldCommit, Date: ldDate}
-	if bi != nil {
-		var modified bool
-		settings := map[string]string{}
-		for _, s := range bi.Settings {
-			settings[s.Key] = s.Value
-		}
-		modified = settings["vcs.modified"] == "true"
-		if b.Version == "" {
-			if v := bi.Main.Version; v != "" && v != "(devel)" {
-				b.Version = v
-			}
-		}
-		if b.Commit == "" {
-			if rev := settings["vcs.revision"]; rev != "" {
-				b.Commit = rev
-				if modified {
-					b.Commit += "-dirty"
-				}
-			} else if rev := pseudoRevision(bi.Main.Version); rev != "" {
-				// A pseudo-version names its commit (the 12-character prefix Go keeps).
-				b.Commit = rev
-			}
-		}
-		if b.Date == "" {
-			b.Date = settings["vcs.time"]
-		}
-	}
-	if b.Version == "" {
-		b.Version = "dev"
-	}
-	if b.Commit == "" {
-		b.Commit = "unknown"
-	}
-	if b.Date == "" {
-		b.Date = "unknown"
-	}
-	return b
-}
-
-// pseudoRevision returns the commit prefix of a pseudo-version (v0.0.0-20260102030405-abcdef123456),
-// or "" for a release version.
-func pseudoRevision(v string) string {
-	if !module.IsPseudoVersion(v) {
-		return ""
-	}
-	rev, err := module.PseudoVersionRev(v)
-	if err != nil {
-		return ""
-	}
-	return rev
-}
+func currentBuild() buildInfo { return buildinfo.Current(version, commit, date) }
 
 type versionCmd struct{}
 
 func (versionCmd) Run(io *streams, b buildInfo, _ *slog.Logger) error {
-	_, err := fmt.Fprintln(io.Out, b.text())
+	_, err := fmt.Fprintln(io.Out, b.Text())
 	return err
-}
-
-// text is what `certdrift version` and `certdrift --version` print (without the final newline).
-func (b buildInfo) text() string {
-	return fmt.Sprintf("certdrift %s\ncommit: %s\nbuilt: %s\ngo: %s", b.Version, b.Commit, b.Date, b.GoVersion)
 }

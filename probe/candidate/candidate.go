@@ -75,6 +75,41 @@ func Bundle(s Spec) (desired.Candidate, error) {
 	return desired.Candidate{Source: s.Source, From: s.Path, Bundle: certs}, nil
 }
 
+// Leaves reads each SOURCE=FILE argument as a candidate leaf (Leaf), in order.
+func Leaves(args []string) ([]desired.Candidate, error) { return readArgs(args, true, one(Leaf)) }
+
+// Bundles reads each SOURCE=FILE argument as a candidate CA bundle (Bundle), in order.
+func Bundles(args []string) ([]desired.Candidate, error) { return readArgs(args, true, one(Bundle)) }
+
+// SecretManifests reads each [SOURCE=]FILE argument as a Secret manifest (Secrets), in order.
+func SecretManifests(args []string, kube bool) ([]desired.Candidate, error) {
+	return readArgs(args, false, func(s Spec) ([]desired.Candidate, error) { return Secrets(s, kube) })
+}
+
+// readArgs parses and reads each argument; the first problem stops it.
+func readArgs(args []string, needSource bool, read func(Spec) ([]desired.Candidate, error)) ([]desired.Candidate, error) {
+	var all []desired.Candidate
+	for _, a := range args {
+		s, err := ParseSpec(a, needSource)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := read(s)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, cs...)
+	}
+	return all, nil
+}
+
+func one(read func(Spec) (desired.Candidate, error)) func(Spec) ([]desired.Candidate, error) {
+	return func(s Spec) ([]desired.Candidate, error) {
+		c, err := read(s)
+		return []desired.Candidate{c}, err
+	}
+}
+
 func readPEM(path string) ([]*x509.Certificate, error) {
 	data, _, err := boundedfile.Read(path, maxFileBytes)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package buildinfo
 
 import (
 	"runtime/debug"
@@ -7,9 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestBuildFromInfo: the ldflags win; without them the go command's build info gives the version
+// TestResolve: the ldflags win; without them the go command's build info gives the version
 // of a `go install …@version` build and the commit of a build in a checkout.
-func TestBuildFromInfo(t *testing.T) {
+func TestResolve(t *testing.T) {
 	vcs := func(kv ...string) []debug.BuildSetting {
 		var s []debug.BuildSetting
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -24,46 +24,55 @@ func TestBuildFromInfo(t *testing.T) {
 		reason                      string
 		ldVersion, ldCommit, ldDate string
 		bi                          *debug.BuildInfo
-		want                        buildInfo
+		want                        Info
 	}{
 		"LdflagsWin": {
 			reason:    "make build, GoReleaser and ko stamp all three; build info must not override them",
 			ldVersion: "v1.2.3", ldCommit: "abc", ldDate: "2026-01-02T03:04:05Z",
 			bi:   info("v9.9.9", vcs("vcs.revision", "fff", "vcs.time", "2020-01-01T00:00:00Z")...),
-			want: buildInfo{Version: "v1.2.3", Commit: "abc", Date: "2026-01-02T03:04:05Z"},
+			want: Info{Version: "v1.2.3", Commit: "abc", Date: "2026-01-02T03:04:05Z"},
 		},
 		"GoInstallTag": {
 			reason: "go install …@v1.2.3 builds from the module cache: a module version, no VCS settings",
 			bi:     info("v1.2.3"),
-			want:   buildInfo{Version: "v1.2.3", Commit: "unknown", Date: "unknown"},
+			want:   Info{Version: "v1.2.3", Commit: "unknown", Date: "unknown"},
 		},
 		"GoInstallPseudoVersion": {
 			reason: "go install …@<commit> or @main records a pseudo-version, which names the commit",
 			bi:     info("v0.0.0-20260102030405-abcdef123456"),
-			want:   buildInfo{Version: "v0.0.0-20260102030405-abcdef123456", Commit: "abcdef123456", Date: "unknown"},
+			want:   Info{Version: "v0.0.0-20260102030405-abcdef123456", Commit: "abcdef123456", Date: "unknown"},
 		},
 		"CheckoutBuild": {
 			reason: "go build in a checkout: version (devel), VCS settings present",
 			bi:     info("(devel)", vcs("vcs", "git", "vcs.revision", "e1b8140a4c75", "vcs.time", "2026-11-26T02:12:24Z", "vcs.modified", "true")...),
-			want:   buildInfo{Version: "dev", Commit: "e1b8140a4c75-dirty", Date: "2026-11-26T02:12:24Z"},
+			want:   Info{Version: "dev", Commit: "e1b8140a4c75-dirty", Date: "2026-11-26T02:12:24Z"},
 		},
 		"NoBuildInfo": {
 			reason: "a binary built without module support has no build info",
-			want:   buildInfo{Version: "dev", Commit: "unknown", Date: "unknown"},
+			want:   Info{Version: "dev", Commit: "unknown", Date: "unknown"},
 		},
 		"PartialLdflags": {
 			reason:    "only the version stamped: the commit still comes from build info",
 			ldVersion: "v1.0.0",
 			bi:        info("(devel)", vcs("vcs.revision", "0123")...),
-			want:      buildInfo{Version: "v1.0.0", Commit: "0123", Date: "unknown"},
+			want:      Info{Version: "v1.0.0", Commit: "0123", Date: "unknown"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := buildFromInfo(tc.ldVersion, tc.ldCommit, tc.ldDate, tc.bi)
+			got := Resolve(tc.ldVersion, tc.ldCommit, tc.ldDate, tc.bi)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s (-want +got):\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestText: the lines `certdrift version` prints, in order, each field in its place.
+func TestText(t *testing.T) {
+	got := Info{Version: "v1.2.3", Commit: "abc", Date: "2026-01-02T03:04:05Z", GoVersion: "go1.26"}.Text()
+	want := "certdrift v1.2.3\ncommit: abc\nbuilt: 2026-01-02T03:04:05Z\ngo: go1.26"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Text (-want +got):\n%s", diff)
 	}
 }
