@@ -198,8 +198,8 @@ type HandlerOpts struct {
 
 // Handler serves /metrics in the text format, or the delimited protobuf format when the scrape
 // prefers it (Prometheus does with native histograms enabled), gzipped when accepted. Both come
-// from the same pre-rendered rows: the current exposition's (a gzipped text scrape sends its
-// cached gzip member), then the live part, then Extra. As promhttp with ContinueOnError, an Extra
+// from the same pre-rendered rows (the protobuf derived from their text): the current
+// exposition's (a gzipped scrape sends its cached gzip member), then the live part, then Extra. As promhttp with ContinueOnError, an Extra
 // gatherer that fails is logged and counted, and what could be gathered is served.
 func (s *Store) Handler(opts HandlerOpts) (http.Handler, error) {
 	log := opts.Log

@@ -4,7 +4,8 @@
 // a view, the findings of the last round — and a scrape concatenates those rows. Rounds replace
 // the objects they observe; informer events between rounds replace one source's desired object
 // (UpdateDesired), so a Secret change reaches /metrics without a re-judgement. Every series is
-// rendered by one function into both formats Prometheus negotiates (render.go). What changes with
+// rendered by one function, as a text line from which a protobuf scrape derives its form
+// (render.go). What changes with
 // the clock alone (ages, counters, histograms) is rendered per scrape by the same function; the
 // judgement over time behind drift ages and convergence times is audit.Tracker's. A scrape never
 // observes anything itself, so scrapes stay cheap and do not multiply with the number of
