@@ -216,7 +216,30 @@ func roundObjects(r Round, shard Shard, converging int, prev objects) objects {
 	renderJudgement(&round.rowSet, r, shard, ids, converging)
 	renderCertManager(&obj(certManagerKey).rowSet, r, shard)
 
-	out := make(objects, 0, len(byKey))
+	return sortedObjects(byKey, prev)
+}
+
+// sortedObjects are the objects of byKey that have rows, in key order. prev (objects: sorted by
+// key, each key once) is the last round's: when every object with rows has its key there
+// (nothing appeared, whatever changed), walking prev gives that order without sorting 10,000 keys
+// again.
+func sortedObjects(byKey map[string]*object, prev objects) objects {
+	n := 0
+	for _, o := range byKey {
+		if len(o.rows) > 0 {
+			n++
+		}
+	}
+	out := make(objects, 0, n)
+	for _, p := range prev {
+		if o, ok := byKey[p.key]; ok && len(o.rows) > 0 {
+			out = append(out, o)
+		}
+	}
+	if len(out) == n {
+		return out
+	}
+	out = out[:0]
 	for _, o := range byKey {
 		if len(o.rows) > 0 {
 			out = append(out, o)

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"crypto/x509"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,6 +102,43 @@ func TestRoundReusesUnchangedDesiredObjects(t *testing.T) {
 			if got := desiredFP(got.String(), src); got != fp {
 				t.Errorf("%s: desired fingerprint of %s = %q, want %q", st.name, src, got, fp)
 			}
+		}
+	}
+}
+
+// TestSortedObjects: a round's objects come out in key order whether their keys were all in the
+// last round (prev's order is reused) or some are new (sorted), and objects without rows are left
+// out either way.
+func TestSortedObjects(t *testing.T) {
+	withRows := func(key string) *object {
+		o := &object{key: key}
+		o.rows = []rows{{f: certInfo}}
+		return o
+	}
+	keys := func(os objects) []string {
+		var out []string
+		for _, o := range os {
+			out = append(out, o.key)
+		}
+		return out
+	}
+	prev := objects{withRows("a"), withRows("c"), withRows("e")}
+	for _, tc := range []struct {
+		name  string
+		byKey map[string]*object
+		want  []string
+	}{
+		{"same keys", map[string]*object{"e": withRows("e"), "a": withRows("a"), "c": withRows("c")}, []string{"a", "c", "e"}},
+		{"one gone, one empty", map[string]*object{"e": withRows("e"), "a": {key: "a"}}, []string{"e"}},
+		{"new keys", map[string]*object{"e": withRows("e"), "b": withRows("b"), "a": withRows("a"), "f": withRows("f"), "c": {key: "c"}}, []string{"a", "b", "e", "f"}},
+		{"no previous round", map[string]*object{"b": withRows("b"), "a": withRows("a")}, []string{"a", "b"}},
+	} {
+		p := prev
+		if tc.name == "no previous round" {
+			p = nil
+		}
+		if got := keys(sortedObjects(tc.byKey, p)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

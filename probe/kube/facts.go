@@ -18,9 +18,17 @@ import (
 // so the same slice always holds the same certificate. Entries not used during a round are
 // dropped at the next Round, so deleted Secrets leave nothing behind. Safe for concurrent use; a
 // nil *FactsCache parses every certificate it is asked for.
+//
+// It also keeps each Secret's converted items (LazyObservations) by its summary: a summary is
+// immutable and replaced when its Secret changes, so while it lives its items are the same, and
+// an unchanged Secret costs a round a map lookup instead of a conversion (at 10,000 Secrets the
+// conversion was a sixth of an unchanged round's allocations). The items are shared by the
+// rounds that read them, which only read them.
 type FactsCache struct {
 	mu        sync.Mutex
 	cur, prev map[derKey]factsEntry
+	// items and prevItems are the converted items of each summary used this round and the last.
+	items, prevItems map[*SecretSummary][]desired.Item
 }
 
 type derKey struct {
@@ -35,7 +43,8 @@ type factsEntry struct {
 
 // NewFactsCache returns an empty cache.
 func NewFactsCache() *FactsCache {
-	return &FactsCache{cur: map[derKey]factsEntry{}, prev: map[derKey]factsEntry{}}
+	return &FactsCache{cur: map[derKey]factsEntry{}, prev: map[derKey]factsEntry{},
+		items: map[*SecretSummary][]desired.Item{}, prevItems: map[*SecretSummary][]desired.Item{}}
 }
 
 // Round starts a round: entries used since the previous call are kept, the others dropped.
@@ -46,6 +55,33 @@ func (c *FactsCache) Round() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.prev, c.cur = c.cur, make(map[derKey]factsEntry, len(c.cur))
+	c.prevItems, c.items = c.items, make(map[*SecretSummary][]desired.Item, len(c.items))
+}
+
+// itemsOf returns the items kept for sec, if any.
+func (c *FactsCache) itemsOf(sec *SecretSummary) ([]desired.Item, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	its, ok := c.items[sec]
+	if !ok {
+		if its, ok = c.prevItems[sec]; ok {
+			c.items[sec] = its
+		}
+	}
+	return its, ok
+}
+
+// keepItems keeps sec's converted items for the next rounds.
+func (c *FactsCache) keepItems(sec *SecretSummary, its []desired.Item) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items[sec] = its
 }
 
 // Len is how many certificates' facts the cache holds.

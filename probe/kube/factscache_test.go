@@ -34,8 +34,16 @@ func TestLazyObservationsLoadLikeObservations(t *testing.T) {
 		{Namespace: "ns", Name: "broken", Items: []ItemSummary{{CertKey: "tls.crt", Chain: []Cert{{DER: []byte("not a certificate")}}}}},
 	}, ConfigMaps: []ConfigMapSummary{{Namespace: "ns", Name: "roots", Bundles: []KeyBundle{{Key: "ca.crt", Bundle: bundle}}}}}
 	want := snap.Observations()
-	for _, cache := range []*FactsCache{nil, NewFactsCache()} {
-		got := snap.LazyObservations(cache)
+	// rounds > 1: the later rounds reuse the first round's items, with the same result.
+	for _, tc := range []struct {
+		cache  *FactsCache
+		rounds int
+	}{{nil, 1}, {NewFactsCache(), 1}, {NewFactsCache(), 3}} {
+		var got []desired.Observation
+		for range tc.rounds {
+			tc.cache.Round()
+			got = snap.LazyObservations(tc.cache)
+		}
 		if len(got) != len(want) {
 			t.Fatalf("%d observations, want %d", len(got), len(want))
 		}
@@ -65,6 +73,43 @@ func TestLazyObservationsLoadLikeObservations(t *testing.T) {
 }
 
 var bigEq = cmp.Comparer(func(a, b *big.Int) bool { return a.Cmp(b) == 0 })
+
+// TestFactsCacheKeepsItems: an unchanged summary's items are converted once and shared by the
+// rounds that use it; a changed Secret (a new summary) is converted afresh; a Secret converted
+// later shares the bundle of one kept from before; a summary no round uses is dropped.
+func TestFactsCacheKeepsItems(t *testing.T) {
+	ca := certs.NewCA(t)
+	bundle := &Bundle{Certs: []Cert{{DER: ca.Cert.Raw}}}
+	summary := func(name, host string) *SecretSummary {
+		leaf := ca.Leaf(t, certs.WithDNSNames(host))
+		return &SecretSummary{Namespace: "ns", Name: name, Items: []ItemSummary{{CertKey: "tls.crt", CAKey: "ca.crt",
+			Chain: []Cert{{DER: leaf.Cert.Raw}}, CA: bundle}}}
+	}
+	a, b := summary("a", "a.example.com"), summary("b", "b.example.com")
+	c := NewFactsCache()
+	first := (&Snapshot{Secrets: []*SecretSummary{a}}).LazyObservations(c)
+	c.Round()
+	b2 := summary("b", "b2.example.com") // b as it is after an update: another summary
+	second := (&Snapshot{Secrets: []*SecretSummary{a, b, b2}}).LazyObservations(c)
+	if &second[0].Items[0] != &first[0].Items[0] {
+		t.Error("an unchanged summary's items were converted again")
+	}
+	if second[1].Items[0].LeafFacts().DNSNames[0] != "b.example.com" || second[2].Items[0].LeafFacts().DNSNames[0] != "b2.example.com" {
+		t.Error("a changed Secret's new summary did not get its own items")
+	}
+	if &second[1].Items[0].Lazy.CA[0] != &first[0].Items[0].Lazy.CA[0] {
+		t.Error("a Secret converted this round does not share the bundle of one kept from the last")
+	}
+	c.Round()
+	(&Snapshot{Secrets: []*SecretSummary{b2}}).LazyObservations(c)
+	c.Round()
+	if _, ok := c.itemsOf(a); ok {
+		t.Error("a summary no round used for a round is still kept")
+	}
+	if _, ok := c.itemsOf(b2); !ok {
+		t.Error("a summary the last round used was dropped")
+	}
+}
 
 // TestFactsCache: a certificate is parsed once while its summary lives; a round that does not
 // use an entry drops it at the next Round; another slice with the same bytes is another entry.

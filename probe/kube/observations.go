@@ -39,16 +39,33 @@ func (s *Snapshot) LazyObservations(facts *FactsCache) []desired.Observation {
 	for i := range s.Secrets {
 		sec := s.Secrets[i]
 		o := secretObservation(sec)
+		if its, ok := facts.itemsOf(sec); ok {
+			o.Items = its
+			// Secrets converted later in the round share these bundles, as within one round.
+			for j := range sec.Items {
+				if b := sec.Items[j].CA; b != nil && its[j].Lazy != nil && len(its[j].Lazy.CA) > 0 {
+					if _, have := bundles[b]; !have {
+						bundles[b] = its[j].Lazy.CA
+					}
+				}
+			}
+			out = append(out, o)
+			continue
+		}
 		o.Items = make([]desired.Item, 0, len(sec.Items))
+		allLazy := true
 		for j := range sec.Items {
 			it := &sec.Items[j]
 			li, ok := lazyItem(sec, it, bundles, facts)
 			if !ok {
 				// A certificate that does not parse (only a summary built by hand): parsed
 				// now, so that its error is reported as Observations reports it.
-				li = item(sec, it, parsed)
+				li, allLazy = item(sec, it, parsed), false
 			}
 			o.Items = append(o.Items, li)
+		}
+		if allLazy {
+			facts.keepItems(sec, o.Items)
 		}
 		out = append(out, o)
 	}
