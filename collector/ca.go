@@ -205,10 +205,11 @@ func caSeriesOf(r Round, shard Shard) (desiredCAs, loadedCAs []caSeries) {
 		}
 		return bundles[&it.Lazy.CA[0]]
 	}
-	for _, o := range r.Inputs.Desired {
-		if !readsCerts(r) {
-			break // no /certs entry will ask
-		}
+	desiredKnown := r.Inputs.Desired
+	if !readsCerts(r) {
+		desiredKnown = nil // no /certs entry will ask
+	}
+	for _, o := range desiredKnown {
 		for _, it := range o.Items {
 			remember(caOf(it))
 		}

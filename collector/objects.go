@@ -134,10 +134,12 @@ func roundObjects(r Round, shard Shard, converging int, prev objects) objects {
 	// loaded entry borrows them from the same certificate seen in another view, when there is one.
 	known := knownCerts{}
 	remember := known.add
-	for _, o := range r.Inputs.Desired {
-		if !readsCerts(r) {
-			break // no /certs entry will ask: 10,000 Secrets need no index
-		}
+	// Only /certs entries ask: without them, 10,000 Secrets need no index.
+	desiredKnown := r.Inputs.Desired
+	if !readsCerts(r) {
+		desiredKnown = nil
+	}
+	for _, o := range desiredKnown {
 		for _, it := range o.Items {
 			switch {
 			case it.Lazy != nil && len(it.Lazy.Chain) > 0:
