@@ -51,6 +51,10 @@ var AllCodes = []Code{
 // whatever the severity.
 var gapCodes = map[Code]bool{ParseError: true, Unreachable: true, SourceMissing: true, Unbound: true}
 
+// MarksGap reports whether a finding of code c marks input that could not be judged (it counts
+// in Coverage.Gaps).
+func (c Code) MarksGap() bool { return gapCodes[c] }
+
 // Severity orders findings. The zero value is invalid.
 type Severity int
 

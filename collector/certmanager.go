@@ -37,7 +37,8 @@ var (
 )
 
 // renderCertManager renders the round's cert-manager judgement (audit.Report.CertManager) into
-// rs, keeping the Certificates whose Secret belongs to the shard.
+// rs: a Certificate's own series with the shard that owns its Secret, the revision an Envoy
+// holds with the shard that owns the Envoy (it alone reads that Envoy: gather.KubeOptions.Shard).
 func renderCertManager(rs *rowSet, r Round, shard Shard) {
 	cm := r.Inputs.CertManager
 	if !cm.Read {
@@ -49,21 +50,23 @@ func renderCertManager(rs *rowSet, r Round, shard Shard) {
 	}
 	rs.sample(cmUp, nil, nil, boolf(cm.Err == nil))
 	for _, st := range r.Report.CertManager {
-		if !shard.Owns(ref.SourceKey(st.Source)) {
-			continue
-		}
-		base := cmCertLabels.values("namespace", st.Namespace, "certificate", st.Name, "source", st.Source)
-		rs.sample(cmCertRevision, cmCertLabels.names, base, float64(st.Revision))
-		rs.sample(cmCertReady, cmCertLabels.names, base, boolf(st.Ready == "True"))
-		if !st.RenewalTime.IsZero() {
-			rs.sample(cmCertRenewal, cmCertLabels.names, base, unixNano(st.RenewalTime.UnixNano()))
-		}
-		if st.SecretRevision > 0 {
-			rs.sample(cmRevision, cmRevisionLabels.names, cmRevisionLabels.values("view", "desired", "namespace", st.Namespace,
-				"certificate", st.Name, "source", st.Source, "envoy", ""), float64(st.SecretRevision))
+		if shard.Owns(ref.SourceKey(st.Source)) {
+			base := cmCertLabels.values("namespace", st.Namespace, "certificate", st.Name, "source", st.Source)
+			rs.sample(cmCertRevision, cmCertLabels.names, base, float64(st.Revision))
+			rs.sample(cmCertReady, cmCertLabels.names, base, boolf(st.Ready == "True"))
+			if !st.RenewalTime.IsZero() {
+				rs.sample(cmCertRenewal, cmCertLabels.names, base, unixNano(st.RenewalTime.UnixNano()))
+			}
+			if st.SecretRevision > 0 {
+				rs.sample(cmRevision, cmRevisionLabels.names, cmRevisionLabels.values("view", "desired", "namespace", st.Namespace,
+					"certificate", st.Name, "source", st.Source, "envoy", ""), float64(st.SecretRevision))
+			}
 		}
 		seen := map[string]bool{}
 		for _, e := range st.Envoys {
+			if !shard.Owns(e.Envoy) {
+				continue
+			}
 			// One series per Envoy and view: an Envoy holding two copies (a lingering
 			// context) shows the newest revision it holds.
 			k := e.View + "\x00" + e.Envoy

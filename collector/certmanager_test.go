@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,57 @@ func TestCertManagerSeries(t *testing.T) {
 				t.Errorf("%s (-want +got):\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestCertManagerShardsSplit: split over N replicas, each Certificate's own series come from the
+// replica that owns its Secret and each Envoy's revision from the replica that owns the Envoy
+// (the only one that reads it, so the only one whose report has it). Together the replicas
+// expose exactly the unsharded series, each once. Before, an Envoy's revision was exposed by the
+// Secret's replica, which never reads another replica's Envoys: it was lost.
+func TestCertManagerShardsSplit(t *testing.T) {
+	t0 := time.Unix(1_790_000_000, 0)
+	lines := func(s *Store) []string {
+		_, body := scrape(t, storeHandler(t, s), acceptText, "")
+		var out []string
+		for _, line := range strings.Split(string(body), "\n") {
+			// present and up are each replica's own view of cert-manager, not split.
+			if strings.HasPrefix(line, "certdrift_certmanager_") && !strings.HasPrefix(line, "certdrift_certmanager_present") &&
+				!strings.HasPrefix(line, "certdrift_certmanager_up") {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	whole := NewStore(Options{Now: clock(t0)})
+	whole.Record(certManagerRound(t0))
+	want := lines(whole)
+	slices.Sort(want)
+	for _, total := range []int{2, 3, 5} {
+		crossed := false
+		var got []string
+		for i := range total {
+			sh := Shard{Index: i, Total: total}
+			r := certManagerRound(t0)
+			st := &r.Report.CertManager[0]
+			kept := st.Envoys[:0]
+			for _, e := range st.Envoys {
+				if sh.Owns(e.Envoy) { // gather reads only the replica's own Envoys
+					kept = append(kept, e)
+					crossed = crossed || !sh.Owns("shop/web")
+				}
+			}
+			st.Envoys = kept
+			s := NewStore(Options{Now: clock(t0), Shard: sh})
+			s.Record(r)
+			got = append(got, lines(s)...)
+		}
+		if !crossed {
+			t.Fatalf("%d shards: no Envoy lands in another shard than its Secret; the fixture proves nothing", total)
+		}
+		slices.Sort(got)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%d shards: the replicas' cert-manager series together (-unsharded +sharded):\n%s", total, diff)
+		}
 	}
 }

@@ -70,3 +70,47 @@ func coverageSeries(t *testing.T, s *Store) map[string]float64 {
 	}
 	return got
 }
+
+// TestCoverageSharded: split over replicas, each counts the gaps among the findings it exposes,
+// so that their gaps add up to the round's and only the replica exposing a gap is incomplete. A
+// shard's round also judges Secrets another shard owns (its pods mount them): counting the
+// audit's whole coverage would report their gaps twice, and every replica incomplete.
+func TestCoverageSharded(t *testing.T) {
+	r := kubeRound(t0, true)
+	r.Report.Findings = []audit.Finding{
+		{Code: audit.ParseError, Severity: audit.Warning, Subject: audit.Subject{Source: "ns-b/broken"}},
+		{Code: audit.Unbound, Severity: audit.Warning, Subject: audit.Subject{Envoy: "ns-a/gw-0"}},
+		{Code: audit.Expiring, Severity: audit.Warning, Subject: audit.Subject{Source: "ns-b/tls-b"}},
+	}
+	r.Report.Summary.Coverage = audit.Coverage{BindingsJudged: 1, Bindings: 1, Gaps: 2}
+	const total = 4
+	owner := func(key string) int {
+		for i := range total {
+			if (Shard{Index: i, Total: total}).Owns(key) {
+				return i
+			}
+		}
+		t.Fatalf("no shard owns %s", key)
+		return -1
+	}
+	if owner("ns-b/broken") == owner("ns-a/gw-0") {
+		t.Fatalf("the fixture's two gaps land in one shard of %d; it proves nothing", total)
+	}
+	sum := 0.0
+	for i := range total {
+		s := NewStore(Options{Now: clock(t0), Shard: Shard{Index: i, Total: total}})
+		s.Record(r)
+		got := coverageSeries(t, s)
+		sum += got["certdrift_coverage_gaps"]
+		wantComplete := 1.0
+		if i == owner("ns-b/broken") || i == owner("ns-a/gw-0") {
+			wantComplete = 0
+		}
+		if got["certdrift_coverage_complete"] != wantComplete {
+			t.Errorf("shard %d: complete %v, want %v (gaps %v)", i, got["certdrift_coverage_complete"], wantComplete, got["certdrift_coverage_gaps"])
+		}
+	}
+	if sum != 2 {
+		t.Errorf("gaps summed over %d shards: %v, want the round's 2", total, sum)
+	}
+}

@@ -52,6 +52,7 @@ var (
 // exposed is a sum of other series.
 func renderJudgement(rs *rowSet, r Round, shard Shard, ids map[string]identity, converging int) {
 	seen := map[string]bool{}
+	gaps := 0 // of the findings this shard exposes: replicas' gaps add up to the fleet's
 	for _, f := range r.Report.Findings {
 		key := f.Subject.Envoy
 		if key == "" {
@@ -59,6 +60,9 @@ func renderJudgement(rs *rowSet, r Round, shard Shard, ids map[string]identity, 
 		}
 		if !shard.Owns(key) {
 			continue
+		}
+		if f.Code.MarksGap() {
+			gaps++
 		}
 		id := ids[f.Subject.Envoy]
 		ns := id.namespace
@@ -89,8 +93,16 @@ func renderJudgement(rs *rowSet, r Round, shard Shard, ids map[string]identity, 
 	rs.sample(coverageBindings, judgedLabels, []string{"false"}, float64(cov.Bindings-cov.BindingsJudged))
 	rs.sample(coverageHandshakes, judgedLabels, []string{"true"}, float64(cov.HandshakesJudged))
 	rs.sample(coverageHandshakes, judgedLabels, []string{"false"}, float64(cov.Handshakes-cov.HandshakesJudged))
-	rs.sample(coverageGaps, nil, nil, float64(cov.Gaps))
-	rs.sample(coverageComplete, nil, nil, boolf(cov.Complete))
+	complete := cov.Complete
+	if shard.Total > 1 {
+		// A shard's round also judges sources another shard exposes (its pods mount them):
+		// their gaps are that shard's to report. Its bindings and handshakes are its own.
+		complete = gaps == 0 && cov.BindingsJudged == cov.Bindings && cov.HandshakesJudged == cov.Handshakes
+	} else {
+		gaps = cov.Gaps
+	}
+	rs.sample(coverageGaps, nil, nil, float64(gaps))
+	rs.sample(coverageComplete, nil, nil, boolf(complete))
 	renderSourcesUp(rs, r.SourcesUp)
 }
 

@@ -64,9 +64,11 @@ type KubeOptions struct {
 	AdminMaxSessions int
 	// Shard, when set, keeps only the Envoy pods it returns true for: the others are neither
 	// read over admin nor handshaken. The exporter's --shard/--total-shards sets it, so that N
-	// replicas split the probing and not only the exposition. Every Secret stays in the desired
-	// view: a pod of this shard may mount a Secret of another.
-	Shard func(namespace, pod string) bool
+	// replicas split the probing, the judging and not only the exposition. Of the desired view a
+	// fleet round keeps the sources Shard owns (the same hash on "namespace/name") and those its
+	// pods need: a pod of this shard may mount a Secret of another (shardSources). The inventory
+	// still lists and summarizes every Secret.
+	Shard func(namespace, name string) bool
 	// NoCertManager turns off reading cert-manager's Certificates and CertificateRequests
 	// (gather/certmanager.go); absent CRDs need no flag, they are not an error.
 	NoCertManager bool
@@ -261,7 +263,12 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 	// Port-forward sessions stay open for the next round (AdminIdleTimeout closes the unused).
 
 	cm := s.readCertManager(ctx, sc)
-	refs := withCertManagerSecrets(referencedRefs(snap.Targets, admins, opt.PairingSources), cm)
+	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
+	if judged := shardSources(opt.Shard, snap.Targets, refs); judged != nil && !sc.narrowed() {
+		inv = keepDesired(inv, judged)
+		cm = shardCertManager(cm, judged)
+	}
+	refs = withCertManagerSecrets(refs, cm)
 	inv = scopeDesired(inv, sc, refs)
 	log.Debug("cluster read", "secret_sources", len(inv.Secrets)+len(inv.ConfigMaps), "envoys", len(snap.Targets))
 	extra := s.inv.Fetch(ctx, unwatchedRefs(inv, refs))

@@ -1,6 +1,8 @@
 package gather
 
 import (
+	"slices"
+
 	"github.com/certdrift/certdrift/config"
 	"github.com/certdrift/certdrift/probe/kube"
 	"github.com/certdrift/certdrift/ref"
@@ -65,18 +67,66 @@ func scopeDesired(inv kube.Snapshot, sc Scope, refs []ref.Source) kube.Snapshot 
 	if e, ok := ref.ParseEnvoy(sc.Envoy); ns == "" && ok {
 		ns = e.Namespace
 	}
-	wanted := make(map[ref.Source]bool, len(refs))
-	for _, r := range refs {
-		wanted[r] = true
+	wanted := refSet(refs)
+	return keepDesired(inv, func(r ref.Source) bool { return r.Namespace == ns || wanted[r] })
+}
+
+// shardSources says which sources one shard's round must judge (KubeOptions.Shard): those the
+// shard owns (the collector exposes them: collector.Shard on "namespace/name", the same hash as
+// its pods), every source in a namespace where the shard has an Envoy (the audit infers a pod's
+// bindings from the Secrets of its own namespace, and looks no further), and those its Envoys
+// or the pairings reference (refs: another namespace's Secret named over SDS, a pairing's
+// bundle). That is exactly what judging its own Envoys and sources reads, so each replica
+// judges about 1/N of the Secrets, with the verdicts of an unsharded round
+// (test/shardcheck). nil when keep is: every source.
+func shardSources(keep func(namespace, name string) bool, targets []kube.EnvoyTarget, refs []ref.Source) func(ref.Source) bool {
+	if keep == nil {
+		return nil
 	}
+	podNamespaces := map[string]bool{}
+	for _, t := range targets {
+		podNamespaces[t.Namespace] = true
+	}
+	wanted := refSet(refs)
+	return func(r ref.Source) bool {
+		return keep(r.Namespace, r.Name) || podNamespaces[r.Namespace] || wanted[r]
+	}
+}
+
+// shardCertManager keeps the Certificates whose Secret the shard judges (judged, from
+// shardSources): the collector exposes a Certificate with the replica that owns its Secret, and
+// each Envoy's revision of it with the replica that owns the Envoy. CertificateRequests stay:
+// they are matched to their Certificate by namespace and owner.
+func shardCertManager(cm kube.CertManager, judged func(ref.Source) bool) kube.CertManager {
+	if judged == nil {
+		return cm
+	}
+	// Each Read builds its own slice: filtering in place changes nothing the reader holds.
+	cm.Certificates = slices.DeleteFunc(cm.Certificates, func(c kube.CMCertificate) bool {
+		return !judged(ref.Source{Kind: ref.Secret, Namespace: c.Namespace, Name: c.SecretName})
+	})
+	return cm
+}
+
+// refSet is refs as a set.
+func refSet(refs []ref.Source) map[ref.Source]bool {
+	set := make(map[ref.Source]bool, len(refs))
+	for _, r := range refs {
+		set[r] = true
+	}
+	return set
+}
+
+// keepDesired is inv with only the Secrets and ConfigMaps keep returns true for.
+func keepDesired(inv kube.Snapshot, keep func(ref.Source) bool) kube.Snapshot {
 	out := kube.Snapshot{At: inv.At, Synced: inv.Synced, Errors: inv.Errors}
 	for _, s := range inv.Secrets {
-		if s.Namespace == ns || wanted[ref.Source{Kind: "Secret", Namespace: s.Namespace, Name: s.Name}] {
+		if keep(ref.Source{Kind: ref.Secret, Namespace: s.Namespace, Name: s.Name}) {
 			out.Secrets = append(out.Secrets, s)
 		}
 	}
 	for _, c := range inv.ConfigMaps {
-		if c.Namespace == ns || wanted[ref.Source{Kind: "ConfigMap", Namespace: c.Namespace, Name: c.Name}] {
+		if keep(ref.Source{Kind: ref.ConfigMap, Namespace: c.Namespace, Name: c.Name}) {
 			out.ConfigMaps = append(out.ConfigMaps, c)
 		}
 	}

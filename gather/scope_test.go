@@ -79,6 +79,49 @@ func TestScopeDesired(t *testing.T) {
 	}
 }
 
+// TestShardSources: a shard's fleet round keeps the sources it owns, every source in a namespace
+// where it has a pod (inferred bindings look there), and what its pods or pairings reference
+// elsewhere; the Certificates it keeps are those whose Secret it keeps. One shard keeps all.
+func TestShardSources(t *testing.T) {
+	owned := map[string]bool{"a/owned": true, "configmap-ns/owned-bundle": true}
+	keep := func(namespace, name string) bool { return owned[namespace+"/"+name] }
+	inv := kube.Snapshot{
+		Secrets: []*kube.SecretSummary{{Namespace: "a", Name: "owned"}, {Namespace: "a", Name: "foreign"},
+			{Namespace: "pods", Name: "mounted"}, {Namespace: "pods", Name: "inferred"},
+			{Namespace: "shared", Name: "gw-cert"}, {Namespace: "shared", Name: "other"}},
+		ConfigMaps: []kube.ConfigMapSummary{{Namespace: "configmap-ns", Name: "owned-bundle"}, {Namespace: "configmap-ns", Name: "other"},
+			{Namespace: "pods", Name: "bundle"}},
+	}
+	targets := []kube.EnvoyTarget{{Namespace: "pods", Pod: "gw-0"}}
+	refs := []ref.Source{{Kind: ref.Secret, Namespace: "shared", Name: "gw-cert"}}
+	var got []string
+	kept := keepDesired(inv, shardSources(keep, targets, refs))
+	for _, x := range kept.Secrets {
+		got = append(got, x.Namespace+"/"+x.Name)
+	}
+	for _, x := range kept.ConfigMaps {
+		got = append(got, "configmap:"+x.Namespace+"/"+x.Name)
+	}
+	want := []string{"a/owned", "pods/mounted", "pods/inferred", "shared/gw-cert", "configmap:configmap-ns/owned-bundle", "configmap:pods/bundle"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("kept sources (-want +got):\n%s", diff)
+	}
+	if shardSources(nil, targets, refs) != nil {
+		t.Error("one shard (nil keep) must keep every source")
+	}
+	cm := kube.CertManager{Read: true, Present: true, Certificates: []kube.CMCertificate{
+		{Namespace: "a", Name: "c1", SecretName: "owned"}, {Namespace: "a", Name: "c2", SecretName: "foreign"},
+		{Namespace: "pods", Name: "c3", SecretName: "not-yet-issued"}, {Namespace: "b", Name: "c4", SecretName: "x"}}}
+	var certs []string
+	for _, c := range shardCertManager(cm, shardSources(keep, targets, refs)).Certificates {
+		certs = append(certs, c.Namespace+"/"+c.Name)
+	}
+	// c3's Secret does not exist yet: it is in the pods' namespace, so this shard judges it.
+	if diff := cmp.Diff([]string{"a/c1", "pods/c3"}, certs); diff != "" {
+		t.Errorf("kept Certificates (-want +got):\n%s", diff)
+	}
+}
+
 // TestLocalScope: a local round scoped to one Envoy reads only that Envoy (its admin and its
 // endpoints), and every desired source.
 func TestLocalScope(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/shardcheck"
 	"github.com/certdrift/certdrift/test/testbed"
 )
 
@@ -240,6 +241,9 @@ func TestCertManager(t *testing.T) {
 		if diff := cmp.Diff(want, r.findings()); diff != "" || code != 1 {
 			t.Errorf("audit after renewal: exit %d (want 1), findings (-want +got):\n%s", code, diff)
 		}
+		// Split over replicas, the Certificate's series come from its Secret's replica and each
+		// Envoy's revision from the Envoy's.
+		shardcheck.Agree(t, certdriftBinary(t), tb.KubeconfigPath, "--namespace", ns, "--grace", "1s")
 		// The exporter shows the same: the Secret at revision 2, each Envoy serving revision 1.
 		srv := cdbin.StartServe(t, certdriftBinary(t), "--kubeconfig", tb.KubeconfigPath, "--namespace", ns, "--interval", "1s", "--grace", "1s")
 		var wantSeries []string

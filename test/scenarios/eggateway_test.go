@@ -15,6 +15,7 @@ import (
 	"github.com/certdrift/certdrift/test/cdbin"
 	"github.com/certdrift/certdrift/test/certs"
 	"github.com/certdrift/certdrift/test/readmeblock"
+	"github.com/certdrift/certdrift/test/shardcheck"
 	"github.com/certdrift/certdrift/test/testbed"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -85,6 +86,9 @@ func TestEGGateway(t *testing.T) {
 	if got := r.findings(); len(got) != 0 || code != 0 {
 		t.Errorf("audit of the converged Gateway: exit %d, findings %v; want 0 and none", code, got)
 	}
+	// The proxy (envoy-gateway-system) serves a Secret of another namespace, named over SDS: a
+	// shard that owns the proxy but not the Secret must still judge it, and expose it once.
+	shardcheck.Agree(t, certdriftBinary(t), tb.KubeconfigPath, "--namespace", testbed.EnvoyGatewayNamespace+","+ns, "--grace", "1s")
 	// The README's Kubernetes section shows this audit as the table a user sees (issue 18).
 	egREADME.Check(t, auditTable(t, testbed.EnvoyGatewayNamespace+","+ns), *updateREADME)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/shardcheck"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -156,6 +157,9 @@ func TestStaticTLS(t *testing.T) {
 	if diff := cmp.Diff(want, r.findings()); diff != "" || code != 1 {
 		t.Errorf("audit after the rotation: exit %d (want 1), findings (-want +got):\n%s", code, diff)
 	}
+	// Split over replicas, the pods and their Secret (one namespace) land in different shards at
+	// some count: the replicas together say the same.
+	shardcheck.Agree(t, certdriftBinary(t), tb.KubeconfigPath, "--namespace", ns, "--grace", "1s")
 
 	victim, survivor := pods[0], pods[1]
 	deleted := time.Now()
