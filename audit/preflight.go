@@ -59,6 +59,12 @@ const (
 	PhaseNewLeafNewBundle = "new_leaf_new_bundle"
 	// PhaseNewLeafSNI: a client asking for an SNI the source is served under gets the new leaf.
 	PhaseNewLeafSNI = "new_leaf_sni"
+	// PhaseNewLeafOwnKey: an Envoy loading the source takes the new leaf with the private key
+	// given beside it; it refuses a pair that does not match (audit's KEY_MISMATCH once written).
+	PhaseNewLeafOwnKey = "new_leaf_own_key"
+	// PhaseNewLeafOwnBundle: the source's own CA bundle (the candidate's, else the one it holds
+	// now) verifies its new leaf, as audit checks every desired source (CA_BUNDLE_GAP).
+	PhaseNewLeafOwnBundle = "new_leaf_own_bundle"
 )
 
 // Reload modes: how a candidate reaches an Envoy.
@@ -215,6 +221,7 @@ func Preflight(in Inputs, cands []desired.Candidate, policy config.Policy, now t
 	p.unreachable()
 	p.pairings()
 	p.sni()
+	p.ownPair()
 	p.reloads()
 	p.steps()
 	out.Verdict = PreflightSafe
@@ -507,6 +514,42 @@ func (p *preflight) sni() {
 				h.Message = fmt.Sprintf("%s %s the new leaf %s (%s)", h.Verifier, pick(h.Result == HandshakeAccepts, "accept", "reject"), short(h.Leaf.FingerprintSHA256), pick(h.Result == HandshakeAccepts, "it covers "+sni, h.Reason))
 				p.out.Handshakes = append(p.out.Handshakes, h)
 			}
+		}
+	}
+}
+
+// ownPair judges each new leaf with what is written beside it: the private key given with it, and
+// the source's own CA bundle. Both are what audit judges of the source once it is written, and a
+// key that does not match is a pair every Envoy refuses, so each is a handshake that would fail.
+func (p *preflight) ownPair() {
+	for _, c := range p.cands {
+		if !c.leafChanged {
+			continue
+		}
+		leaf, inter := c.c.Chain[0], c.c.Chain[1:]
+		base := PreflightHandshake{Presenter: presenterNames(p.presenters(config.Ref{Source: c.c.Source, Item: c.c.Item})),
+			PresenterLeaf: "will present from " + c.c.From, LeafSource: c.d.name(), BundleSource: c.d.name(), Leaf: summarizeCert(leaf)}
+		if c.c.Key != nil || c.c.KeyErr != nil {
+			h := base
+			h.Phase, h.Verifier, h.VerifierTrust, h.Result = PhaseNewLeafOwnKey, "an Envoy loading "+c.d.name(), "the private key from "+c.c.From, HandshakeAccepts
+			switch {
+			case c.c.KeyErr != nil:
+				h.Result, h.Reason = HandshakeRejects, c.c.KeyErr.Error()
+			case !pki.KeyMatches(leaf, c.c.Key.Public):
+				h.Result, h.Reason = HandshakeRejects, fmt.Sprintf("the %s private key does not match the new leaf's public key", c.c.Key.Algorithm)
+			}
+			h.Message = fmt.Sprintf("%s %s the new leaf %s with the private key beside it (%s)", h.Verifier,
+				pick(h.Result == HandshakeAccepts, "takes", "refuses"), short(h.Leaf.FingerprintSHA256), pick(h.Result == HandshakeAccepts, "they match", h.Reason))
+			p.out.Handshakes = append(p.out.Handshakes, h)
+		}
+		bundle, from := c.c.Bundle, "candidate bundle from "+c.c.From
+		if len(bundle) == 0 {
+			bundle, from = c.d.x().CA, "the CA bundle "+c.d.name()+" holds now"
+		}
+		if len(bundle) > 0 {
+			h := base
+			h.Phase, h.Verifier, h.VerifierTrust = PhaseNewLeafOwnBundle, "audit of "+c.d.name()+" once written (its own CA bundle)", from
+			p.judge(h, leaf, inter, bundle)
 		}
 	}
 }

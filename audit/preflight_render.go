@@ -108,6 +108,10 @@ func phaseText(p string) string {
 		return "new leaf against the new bundle"
 	case PhaseNewLeafSNI:
 		return "new leaf against the SNIs it is served under"
+	case PhaseNewLeafOwnKey:
+		return "new leaf with the private key beside it"
+	case PhaseNewLeafOwnBundle:
+		return "new leaf against its own source's CA bundle"
 	}
 	return p
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/certdrift/certdrift/config"
+	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/probe/envoystate"
 	"github.com/certdrift/certdrift/test/certs"
@@ -73,6 +74,20 @@ func cand(source string, l *certs.Leaf, bundle ...*x509.Certificate) desired.Can
 	return c
 }
 
+// withKey gives c the public half of l's key (nil l: keyErr instead), as a Secret manifest's
+// tls.key reaches preflight.
+func withKey(c desired.Candidate, l *certs.Leaf, keyErr error) desired.Candidate {
+	if l != nil {
+		info, err := pki.ParsePrivateKey(l.KeyPEM, pki.Limits{})
+		if err != nil {
+			panic(err)
+		}
+		c.Key = &info
+	}
+	c.KeyErr = keyErr
+	return c
+}
+
 // verdictLines are the judged handshakes as "result phase verifier <- presenter", sorted.
 func verdictLines(r PreflightReport) []string {
 	var out []string
@@ -125,6 +140,8 @@ func TestPreflight(t *testing.T) {
 				"rejects current_leaf_new_bundle xds (reverse) outside <- eg/envoy-1",
 				"rejects new_leaf_current_trust xds eg/envoy-1 <- outside",
 				"rejects new_leaf_current_trust xds (reverse) outside <- eg/envoy-1",
+				"accepts new_leaf_own_bundle  audit of eg/envoy once written (its own CA bundle) <- eg/envoy-1",
+				"accepts new_leaf_own_bundle  audit of eg/envoy-gateway once written (its own CA bundle) <- outside",
 			},
 		},
 		"BundleFirst": {
@@ -143,6 +160,8 @@ func TestPreflight(t *testing.T) {
 			want: []string{
 				"accepts new_leaf_current_trust xds eg/envoy-1 <- outside",
 				"accepts new_leaf_current_trust xds (reverse) outside <- eg/envoy-1",
+				"accepts new_leaf_own_bundle  audit of eg/envoy once written (its own CA bundle) <- eg/envoy-1",
+				"accepts new_leaf_own_bundle  audit of eg/envoy-gateway once written (its own CA bundle) <- outside",
 			},
 		},
 		"LeavesBeforeConvergence": {
@@ -153,6 +172,45 @@ func TestPreflight(t *testing.T) {
 			want: []string{
 				"accepts new_leaf_current_trust xds (reverse) outside <- eg/envoy-1",
 				"rejects new_leaf_current_trust xds eg/envoy-1 <- outside",
+				"accepts new_leaf_own_bundle  audit of eg/envoy once written (its own CA bundle) <- eg/envoy-1",
+				"accepts new_leaf_own_bundle  audit of eg/envoy-gateway once written (its own CA bundle) <- outside",
+			},
+		},
+		"OwnBundleGap": {
+			reason: "new leaves of the new CA while the Secrets' own ca.crt is still [old]: audit would find " +
+				"CA_BUNDLE_GAP on each once written, whatever the peers have loaded",
+			desired: w.desired(old), envoys: []EnvoyView{w.proxy(w.proxyOld, nw, old)}, cands: newLeaves,
+			wantVerdict: PreflightBreaks,
+			want: []string{
+				"accepts new_leaf_current_trust xds eg/envoy-1 <- outside",
+				"rejects new_leaf_current_trust xds (reverse) outside <- eg/envoy-1", // the control plane holds [old]
+				"rejects new_leaf_own_bundle  audit of eg/envoy once written (its own CA bundle) <- eg/envoy-1",
+				"rejects new_leaf_own_bundle  audit of eg/envoy-gateway once written (its own CA bundle) <- outside",
+			},
+		},
+		"KeyMismatch": {
+			reason: "the proxy's candidate Secret carries another leaf's key: every Envoy loading it refuses the pair",
+			desired: w.desired(nw, old), envoys: []EnvoyView{w.proxy(w.proxyOld, nw, old)},
+			cands:       []desired.Candidate{withKey(cand("eg/envoy", w.proxyNew), w.cpNew, nil), withKey(cand("eg/envoy-gateway", w.cpNew), w.cpNew, nil)},
+			wantVerdict: PreflightBreaks,
+			want: []string{
+				"accepts new_leaf_current_trust xds eg/envoy-1 <- outside",
+				"accepts new_leaf_current_trust xds (reverse) outside <- eg/envoy-1",
+				"accepts new_leaf_own_bundle  audit of eg/envoy once written (its own CA bundle) <- eg/envoy-1",
+				"accepts new_leaf_own_bundle  audit of eg/envoy-gateway once written (its own CA bundle) <- outside",
+				"rejects new_leaf_own_key  an Envoy loading eg/envoy <- eg/envoy-1",
+				"accepts new_leaf_own_key  an Envoy loading eg/envoy-gateway <- outside",
+			},
+		},
+		"KeyUnreadable": {
+			reason: "a tls.key that does not parse is a pair no Envoy loads",
+			desired: w.desired(nw, old), envoys: []EnvoyView{w.proxy(w.proxyOld, nw, old)},
+			cands:       []desired.Candidate{withKey(cand("eg/envoy", w.proxyNew), nil, errors.New("no private key PEM block found"))},
+			wantVerdict: PreflightBreaks,
+			want: []string{
+				"accepts new_leaf_current_trust xds (reverse) outside <- eg/envoy-1",
+				"accepts new_leaf_own_bundle  audit of eg/envoy once written (its own CA bundle) <- eg/envoy-1",
+				"rejects new_leaf_own_key  an Envoy loading eg/envoy <- eg/envoy-1",
 			},
 		},
 		"ConfigDumpUnread": {

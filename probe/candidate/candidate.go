@@ -1,8 +1,9 @@
 // Package candidate reads what `certdrift preflight` is asked about: a candidate leaf (with its
 // chain) or CA bundle for a desired source, from PEM files or from a Secret manifest as
 // `kubectl create secret tls … --dry-run=client -o yaml` writes it. It is input, like probe/files:
-// bounded reads, hostile-input parsing (pki), and nothing of a Secret but tls.crt and ca.crt is
-// kept — tls.key is never decoded, and no error repeats a value from the manifest.
+// bounded reads, hostile-input parsing (pki), and nothing of a Secret but tls.crt, ca.crt and the
+// public half of tls.key is kept — the private key is dropped once parsed (pki.ParsePrivateKey),
+// and no error repeats a value from the manifest.
 package candidate
 
 import (
@@ -222,7 +223,7 @@ func secret(n *yaml.Node, s Spec, kube bool) (desired.Candidate, error) {
 			return desired.Candidate{}, fmt.Errorf("%s: line %d: %s is not a mapping", where, node.Line, field)
 		}
 		m := fields(node)
-		for _, key := range []string{"tls.crt", "ca.crt"} {
+		for _, key := range []string{"tls.crt", "ca.crt", "tls.key"} {
 			v := m[key]
 			if v == nil {
 				continue
@@ -238,6 +239,18 @@ func secret(n *yaml.Node, s Spec, kube bool) (desired.Candidate, error) {
 				}
 			}
 			values[key] = b
+		}
+	}
+	if key, ok := values["tls.key"]; ok {
+		delete(values, "tls.key")
+		// Only its public half is kept: whether Envoy would accept the pair is judged, like
+		// audit's KEY_MISMATCH. The error is pki's, which never quotes its input.
+		info, err := pki.ParsePrivateKey(key, pki.Limits{})
+		clear(key)
+		if err != nil {
+			c.KeyErr = fmt.Errorf("%s: tls.key: %w", where, err)
+		} else {
+			c.Key = &info
 		}
 	}
 	if len(values) == 0 {
@@ -301,6 +314,7 @@ func Merge(cs []desired.Candidate) ([]desired.Candidate, error) {
 				return nil, fmt.Errorf("source %s: two candidate leaves (%s and %s)", c.Source, m.From, c.From)
 			}
 			m.Chain = c.Chain
+			m.Key, m.KeyErr = c.Key, c.KeyErr // a key goes with the leaf it was given beside
 		}
 		if c.Bundle != nil {
 			if m.Bundle != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/certdrift/certdrift/pki"
 	"github.com/certdrift/certdrift/probe/desired"
 	"github.com/certdrift/certdrift/test/certs"
 )
@@ -68,6 +69,43 @@ func TestSecrets(t *testing.T) {
 				t.Errorf("the error repeats key material: %v", err)
 			}
 		})
+	}
+}
+
+// TestSecretKeys: a manifest's tls.key is read for its public half only (data or stringData),
+// one that does not parse is KeyErr without a byte of it, and a manifest without one has neither.
+func TestSecretKeys(t *testing.T) {
+	ca := certs.NewCA(t)
+	leaf, other := ca.Leaf(t), ca.Leaf(t, certs.WithFreshKey())
+	head := "apiVersion: v1\nkind: Secret\nmetadata: {name: web, namespace: ns}\n"
+	read := func(body string) desired.Candidate {
+		t.Helper()
+		cs, err := Secrets(Spec{Path: write(t, "s.yaml", body)}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs[0]
+	}
+	crt := "data:\n  tls.crt: " + b64(leaf.ChainPEM()) + "\n"
+	if c := read(head + crt + "  tls.key: " + b64(leaf.KeyPEM) + "\n"); c.Key == nil || c.KeyErr != nil || !pki.KeyMatches(c.Chain[0], c.Key.Public) {
+		t.Errorf("data.tls.key of the leaf: key %+v err %v, want its public half, matching", c.Key, c.KeyErr)
+	}
+	quoted := strings.ReplaceAll(string(other.KeyPEM), "\n", "\\n")
+	if c := read(head + crt + "stringData:\n  tls.key: \"" + quoted + "\"\n"); c.Key == nil || pki.KeyMatches(c.Chain[0], c.Key.Public) {
+		t.Errorf("stringData.tls.key of another leaf: key %+v err %v, want its public half, not matching", c.Key, c.KeyErr)
+	}
+	garbage := "-----BEGIN EC PRIVATE KEY-----\nc2VjcmV0LXNlY3JldC1zZWNyZXQ=\n-----END EC PRIVATE KEY-----\n"
+	c := read(head + crt + "  tls.key: " + b64([]byte(garbage)) + "\n")
+	if c.Key != nil || c.KeyErr == nil || strings.Contains(c.KeyErr.Error(), "c2VjcmV0") || !strings.Contains(c.KeyErr.Error(), "tls.key") {
+		t.Errorf("a tls.key that does not parse: key %+v err %v, want an error naming tls.key and quoting none of it", c.Key, c.KeyErr)
+	}
+	if c := read(head + crt); c.Key != nil || c.KeyErr != nil {
+		t.Errorf("no tls.key: key %+v err %v, want neither", c.Key, c.KeyErr)
+	}
+	// Merged with a bundle from another file, the key stays with its leaf.
+	cs, err := Merge([]desired.Candidate{{Source: "ns/web", From: "b.pem", Bundle: []*x509.Certificate{ca.Cert}}, read(head + crt + "  tls.key: " + b64(leaf.KeyPEM) + "\n")})
+	if err != nil || cs[0].Key == nil {
+		t.Errorf("Merge: %+v %v, want the leaf's key kept", cs, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -25,6 +26,15 @@ func preflightJSON(t *testing.T, args ...string) (int, audit.PreflightReport, st
 		t.Fatalf("certdrift preflight exit %d, output is not a JSON report: %v\nstdout:\n%s\nstderr:\n%s", code, err, out, errOut)
 	}
 	return code, r, errOut
+}
+
+// pemLine is the first base64 line of a PEM block: enough of it to recognise in output.
+func pemLine(p []byte) string {
+	lines := strings.Split(string(p), "\n")
+	if len(lines) < 2 {
+		return string(p)
+	}
+	return lines[1]
 }
 
 func reloadsBy(r audit.PreflightReport, mode string) []string {
@@ -97,6 +107,37 @@ func TestPreflightPredictsStaticStale(t *testing.T) {
 	slices.Sort(rejected)
 	if code != 1 || r.Verdict != audit.PreflightBreaks || !slices.Equal(rejected, []string{"sds", "static"}) {
 		t.Errorf("control, a leaf that does not cover %s: exit %d, verdict %s, rejected at %v; want 1, breaks, [sds static]", host, code, r.Verdict, rejected)
+	}
+
+	// The same new leaf as a Secret manifest: with its own tls.key it is safe; with another
+	// leaf's key every Envoy loading it would refuse the pair (exit 1, new_leaf_own_key), and no
+	// byte of either key is in the output.
+	other := w.ca.Leaf(t, certs.WithDNSNames(host), certs.WithFreshKey())
+	for _, tc := range []struct {
+		name      string
+		key       []byte
+		wantCode  int
+		wantOwnOK bool
+	}{{"its own key", v2.KeyPEM, 0, true}, {"another leaf's key", other.KeyPEM, 1, false}} {
+		manifest := filepath.Join(t.TempDir(), "web.yaml")
+		body := "apiVersion: v1\nkind: Secret\nmetadata: {name: web}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: " +
+			base64.StdEncoding.EncodeToString(v2.ChainPEM()) + "\n  tls.key: " + base64.StdEncoding.EncodeToString(tc.key) + "\n"
+		if err := os.WriteFile(manifest, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut := run(t, "preflight", "-o", "json", "--config", cfg, "--secret", manifest)
+		var r audit.PreflightReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("--secret with %s: exit %d, not a JSON report: %v\n%s", tc.name, code, err, errOut)
+		}
+		out += errOut
+		own := slices.IndexFunc(r.Handshakes, func(h audit.PreflightHandshake) bool { return h.Phase == audit.PhaseNewLeafOwnKey })
+		if code != tc.wantCode || own < 0 || (r.Handshakes[own].Result == audit.HandshakeAccepts) != tc.wantOwnOK {
+			t.Errorf("--secret with %s: exit %d, handshakes %+v; want exit %d and the key phase accepting=%v", tc.name, code, r.Handshakes, tc.wantCode, tc.wantOwnOK)
+		}
+		if strings.Contains(out, "PRIVATE KEY") || strings.Contains(out, pemLine(tc.key)) {
+			t.Errorf("--secret with %s: the output carries key material", tc.name)
+		}
 	}
 
 	// Cannot tell: a third Envoy whose admin does not answer might load web too (its bindings come

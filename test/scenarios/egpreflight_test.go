@@ -153,6 +153,12 @@ func predicted(r audit.PreflightReport, proxy string) []string {
 			return "every-verifier"
 		case s == proxy:
 			return "proxy"
+		case strings.Contains(s, "/envoy-ratelimit-"):
+			return "rate-limit"
+		case strings.HasPrefix(s, "an Envoy loading "): // new_leaf_own_key
+			return "loader " + strings.TrimPrefix(s, "an Envoy loading ")
+		case strings.HasPrefix(s, "audit of "): // new_leaf_own_bundle
+			return "audit " + strings.Fields(s)[2]
 		}
 		return s
 	}
@@ -245,6 +251,14 @@ func TestEGPreflight(t *testing.T) {
 	wantBreaks := []string{
 		"accepts new_leaf_new_bundle every-verifier <- control-plane",
 		"accepts new_leaf_new_bundle every-verifier <- proxy",
+		// certgen's own output is consistent: each new leaf matches its tls.key and verifies
+		// with its Secret's new ca.crt.
+		"accepts new_leaf_own_bundle audit " + egNS + "/envoy <- proxy",
+		"accepts new_leaf_own_bundle audit " + egNS + "/envoy-gateway <- control-plane",
+		"accepts new_leaf_own_bundle audit " + egNS + "/envoy-rate-limit <- rate-limit",
+		"accepts new_leaf_own_key loader " + egNS + "/envoy <- proxy",
+		"accepts new_leaf_own_key loader " + egNS + "/envoy-gateway <- control-plane",
+		"accepts new_leaf_own_key loader " + egNS + "/envoy-rate-limit <- rate-limit",
 		"rejects current_leaf_new_bundle control-plane <- proxy",
 		"rejects current_leaf_new_bundle proxy <- control-plane",
 		"rejects new_leaf_current_trust control-plane <- proxy",
