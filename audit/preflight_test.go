@@ -189,7 +189,7 @@ func TestPreflight(t *testing.T) {
 			},
 		},
 		"KeyMismatch": {
-			reason: "the proxy's candidate Secret carries another leaf's key: every Envoy loading it refuses the pair",
+			reason:  "the proxy's candidate Secret carries another leaf's key: every Envoy loading it refuses the pair",
 			desired: w.desired(nw, old), envoys: []EnvoyView{w.proxy(w.proxyOld, nw, old)},
 			cands:       []desired.Candidate{withKey(cand("eg/envoy", w.proxyNew), w.cpNew, nil), withKey(cand("eg/envoy-gateway", w.cpNew), w.cpNew, nil)},
 			wantVerdict: PreflightBreaks,
@@ -203,7 +203,7 @@ func TestPreflight(t *testing.T) {
 			},
 		},
 		"KeyUnreadable": {
-			reason: "a tls.key that does not parse is a pair no Envoy loads",
+			reason:  "a tls.key that does not parse is a pair no Envoy loads",
 			desired: w.desired(nw, old), envoys: []EnvoyView{w.proxy(w.proxyOld, nw, old)},
 			cands:       []desired.Candidate{withKey(cand("eg/envoy", w.proxyNew), nil, errors.New("no private key PEM block found"))},
 			wantVerdict: PreflightBreaks,
