@@ -194,6 +194,14 @@ func Preflight(in Inputs, cands []desired.Candidate, policy config.Policy, now t
 	}
 	for _, c := range cands {
 		d := a.desired.lookup(c.Source, c.Item)
+		if d == nil && c.Item == "" {
+			// One item of a merged source, named as audit prints it: "source/item".
+			if i := strings.LastIndexByte(c.Source, '/'); i > 0 {
+				if d = a.desired.lookup(c.Source[:i], c.Source[i+1:]); d != nil {
+					c.Source, c.Item = c.Source[:i], c.Source[i+1:]
+				}
+			}
+		}
 		switch {
 		case d == nil:
 			return *out, &PreflightInputError{Source: refName(c.Source, c.Item), From: c.From,

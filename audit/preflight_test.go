@@ -425,3 +425,31 @@ func TestPreflightSNI(t *testing.T) {
 		})
 	}
 }
+
+// TestPreflightNamesMergedItem: one item of a merged source is named as audit prints it
+// ("source/item"); the candidate replaces that item only, and an item the source does not hold
+// is bad input naming what is known.
+func TestPreflightNamesMergedItem(t *testing.T) {
+	ca := certs.NewCA(t)
+	a, b, b2 := ca.Leaf(t, certs.WithDNSNames("a.example.com")), ca.Leaf(t, certs.WithDNSNames("b.example.com")), ca.Leaf(t, certs.WithDNSNames("b.example.com"))
+	merged := desired.Observation{Ref: kubeRef("gw/certs"), ChangedAt: now.Add(-time.Hour), Items: []desired.Item{
+		{Name: "a.example.com", Chain: a.Chain(), CA: []*x509.Certificate{ca.Cert}},
+		{Name: "b.example.com", Chain: b.Chain(), CA: []*x509.Certificate{ca.Cert}},
+	}}
+	in := Inputs{Config: &config.Config{}, Desired: []desired.Observation{merged}}
+	r, err := Preflight(in, []desired.Candidate{cand("gw/certs/b.example.com", b2)}, config.DefaultPolicy, time.Now(), PreflightOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Candidates) != 1 || r.Candidates[0].Source != "gw/certs" || r.Candidates[0].Item != "b.example.com" || !r.Candidates[0].LeafChanged {
+		t.Errorf("candidate for gw/certs/b.example.com: %+v, want source gw/certs item b.example.com, leaf changed", r.Candidates)
+	}
+	if got := verdictLines(r); !slices.Equal(got, []string{"accepts new_leaf_own_bundle  audit of gw/certs/b.example.com once written (its own CA bundle) <- outside"}) {
+		t.Errorf("handshakes %q (%+v): want the new leaf judged against the merged source's own bundle", got, r.Handshakes)
+	}
+	_, err = Preflight(in, []desired.Candidate{cand("gw/certs/c.example.com", b2)}, config.DefaultPolicy, time.Now(), PreflightOptions{})
+	var ie *PreflightInputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "gw/certs/a.example.com") {
+		t.Errorf("an item the source does not hold: %v, want bad input listing the known items", err)
+	}
+}

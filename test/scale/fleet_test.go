@@ -49,6 +49,9 @@ const (
 	// run; fleetHelpersEnv does the same for the rounds helper (test binaries from go test -c).
 	fleetBinsEnv    = "CERTDRIFT_FLEET_BINS"
 	fleetHelpersEnv = "CERTDRIFT_FLEET_HELPERS"
+	// fleetConcurrencyEnv sets the rounds helper's gather concurrency (serve's --concurrency,
+	// default 8), to tune it by measurement.
+	fleetConcurrencyEnv = "CERTDRIFT_FLEET_CONCURRENCY"
 )
 
 var fleetSNIs = []string{"a.fleet.test", "b.fleet.test"}
@@ -203,7 +206,7 @@ func TestFleetRoundsHelper(t *testing.T) {
 	policy := config.DefaultPolicy
 	mode := adminaccess.Mode(os.Getenv("CERTDRIFT_FLEET_MODE"))
 	s, err := gather.Start(ctx, rc, policy, gather.KubeOptions{Namespaces: []string{fleetNS}, AdminMode: mode,
-		Options: gather.Options{Concurrency: 8, Timeout: policy.Timeout.D()}})
+		Options: gather.Options{Concurrency: envInt(fleetConcurrencyEnv, 8), Timeout: policy.Timeout.D()}})
 	if err != nil {
 		t.Fatal(err)
 	}

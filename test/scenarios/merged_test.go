@@ -3,10 +3,13 @@ package scenarios
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/test/certs"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,6 +70,29 @@ func TestMergedGateway(t *testing.T) {
 		t.Errorf("audit before the rotation: exit %d with findings %v, want 0 and none", code, r.findings())
 	}
 	checkMergedBindings(t, r, pods, merged.Name, hostA, hostB)
+
+	// Preflight names one item of the merged Secret as audit prints it (source/item): host b's
+	// new leaf is served under b's SNI by both replicas, each reloading it by itself; the same
+	// file named as host a's item is refused by a's clients.
+	leafB := filepath.Join(t.TempDir(), "b2.pem")
+	if err := os.WriteFile(leafB, b2.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	item, layoutOnly := ns+"/"+merged.Name+"/", layout[:2] // preflight has no --grace
+	pcode, pr := runPreflight(t, ns, append([]string{"--leaf", item + hostB + "=" + leafB}, layoutOnly...)...)
+	sniOK := 0
+	for _, h := range pr.Handshakes {
+		if h.Phase == audit.PhaseNewLeafSNI && h.Result == audit.HandshakeAccepts && strings.HasSuffix(h.Verifier, "SNI "+hostB) {
+			sniOK++
+		}
+	}
+	if pcode != 0 || pr.Verdict != audit.PreflightSafe || len(pr.Candidates) != 1 || pr.Candidates[0].Item != hostB || sniOK != len(pods) {
+		t.Errorf("preflight of %s%s: exit %d, verdict %s, candidates %+v, %d accepting %s handshakes; want 0, safe, item %s, %d",
+			item, hostB, pcode, pr.Verdict, pr.Candidates, sniOK, hostB, hostB, len(pods))
+	}
+	if pcode, pr = runPreflight(t, ns, append([]string{"--leaf", item + hostA + "=" + leafB}, layoutOnly...)...); pcode != 1 || pr.Verdict != audit.PreflightBreaks {
+		t.Errorf("control, host b's leaf as item %s: exit %d, verdict %s; want 1, breaks (a's clients refuse it)", hostA, pcode, pr.Verdict)
+	}
 
 	rotated := time.Now()
 	updateSecretData(ctx, t, ns, merged.Name, map[string][]byte{hostB + ".crt": b2.CertPEM, hostB + ".key": b2.KeyPEM})
