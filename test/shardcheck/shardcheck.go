@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ var (
 // change between the rounds.
 func Agree(t testing.TB, bin, kubeconfig string, args ...string) {
 	t.Helper()
-	whole := exposition(t, bin, kubeconfig, 1, 0, args)
+	whole := exposition(t, start(t, bin, kubeconfig, 1, 0, args), 1, 0)
 	if len(whole["certdrift_certificate_info"]) == 0 {
 		t.Fatalf("shardcheck: the unsharded exposition has no certificate series; nothing to split")
 	}
@@ -55,16 +54,15 @@ func Agree(t testing.TB, bin, kubeconfig string, args ...string) {
 	if total == 0 {
 		t.Fatalf("shardcheck: no shard count from 2 to 8 puts an Envoy and a source it holds in different shards; the scenario proves nothing about the split")
 	}
-	parts := make([]map[string]map[string]float64, total)
-	var wg sync.WaitGroup
+	// The replicas run at once; each is read after its own first round.
+	servers := make([]*cdbin.Serve, total)
 	for i := range total {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			parts[i] = exposition(t, bin, kubeconfig, total, i, args)
-		}()
+		servers[i] = start(t, bin, kubeconfig, total, i, args)
 	}
-	wg.Wait()
+	parts := make([]map[string]map[string]float64, total)
+	for i, srv := range servers {
+		parts[i] = exposition(t, srv, total, i)
+	}
 	if t.Failed() {
 		return
 	}
@@ -167,14 +165,19 @@ func shardOf(key string, total int) int {
 	return -1
 }
 
-// exposition starts one replica, waits for its first round (/-/ready), takes /metrics and stops
-// it: family → series → value.
-func exposition(t testing.TB, bin, kubeconfig string, total, shard int, args []string) map[string]map[string]float64 {
+// start starts one replica (cdbin.StartServe, on the test goroutine: it may call t.Fatal).
+func start(t testing.TB, bin, kubeconfig string, total, shard int, args []string) *cdbin.Serve {
 	t.Helper()
 	full := append([]string{"--kubeconfig", kubeconfig, "--interval", "1h", "--jitter", "0",
 		"--total-shards", strconv.Itoa(total), "--shard", strconv.Itoa(shard)}, args...)
-	srv := cdbin.StartServe(t, bin, full...)
-	defer func() { _ = srv.Cmd.Process.Signal(syscall.SIGTERM) }() // StartServe's cleanup checks the exit
+	return cdbin.StartServe(t, bin, full...)
+}
+
+// exposition waits for srv's first round (/-/ready), takes /metrics and stops it (StartServe's
+// cleanup checks the exit): family → series → value, nil after an error.
+func exposition(t testing.TB, srv *cdbin.Serve, total, shard int) map[string]map[string]float64 {
+	t.Helper()
+	defer func() { _ = srv.Cmd.Process.Signal(syscall.SIGTERM) }()
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func(path string) (int, string, error) {
 		resp, err := client.Get("http://" + srv.Addr + path)
