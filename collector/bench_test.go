@@ -133,4 +133,5 @@ func BenchmarkUpdateDesired(b *testing.B) {
 		upd.Items = []desired.Item{{Chain: []*x509.Certificate{cert(fmt.Sprintf("rotated-%d", i), int64(i))}}}
 		s.UpdateDesired([]DesiredUpdate{{Observation: upd}}, t0.Add(time.Duration(i)*time.Second))
 	}
+	b.ReportMetric(float64(len(s.current().gz))/1e3, "gz-KB")
 }

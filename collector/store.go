@@ -144,7 +144,7 @@ func NewStore(opt Options) *Store {
 	}
 	s := &Store{
 		opt:          opt,
-		exp:          assemble(nil),
+		exp:          assemble(nil, nil),
 		convergence:  newHistogram(ConvergenceBuckets),
 		probeTLS:     newHistogram(ProbeBuckets),
 		probeErrors:  map[[2]string]uint64{},
@@ -251,7 +251,10 @@ func (s *Store) Record(r Round) {
 		objs, exp = s.objects, s.exp
 		s.mu.Unlock()
 	} else {
-		exp = assemble(objs)
+		s.mu.Lock()
+		prev := s.exp
+		s.mu.Unlock()
+		exp = assemble(objs, prev)
 	}
 	drift := driftSeriesOf(r, progress.Stale)
 
@@ -299,7 +302,10 @@ func (s *Store) UpdateDesired(upds []DesiredUpdate, at time.Time) {
 		return // no round yet: the first one reads the inventory, and Record applies the overrides
 	}
 	objs := s.objects.withDesired(upds, s.opt.Shard, s.kubernetes)
-	exp := assemble(objs)
+	s.mu.Lock()
+	prev := s.exp
+	s.mu.Unlock()
+	exp := assemble(objs, prev)
 	s.objects = objs
 	s.mu.Lock()
 	defer s.mu.Unlock()
