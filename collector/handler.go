@@ -112,7 +112,10 @@ func (e *exposition) compress(prev *exposition) {
 	}
 	e.chunks = make([][]gzChunk, len(allFamilies))
 	zw := gzWriters.Get().(*gzip.Writer)
-	defer gzWriters.Put(zw)
+	defer func() {
+		zw.Reset(io.Discard) // a pooled writer must not keep this exposition's gz reachable
+		gzWriters.Put(zw)
+	}()
 	type span struct{ id, i, from, to int }
 	var spans []span // where each chunk's member lies in gz, set once gz stops growing
 	for _, ef := range e.fams {
