@@ -76,11 +76,12 @@ func cand(source string, l *certs.Leaf, bundle ...*x509.Certificate) desired.Can
 
 // withKey gives c the public half of l's key (nil l: keyErr instead), as a Secret manifest's
 // tls.key reaches preflight.
-func withKey(c desired.Candidate, l *certs.Leaf, keyErr error) desired.Candidate {
+func withKey(t *testing.T, c desired.Candidate, l *certs.Leaf, keyErr error) desired.Candidate {
+	t.Helper()
 	if l != nil {
 		info, err := pki.ParsePrivateKey(l.KeyPEM, pki.Limits{})
 		if err != nil {
-			panic(err)
+			t.Fatal(err)
 		}
 		c.Key = &info
 	}
@@ -191,7 +192,7 @@ func TestPreflight(t *testing.T) {
 		"KeyMismatch": {
 			reason:  "the proxy's candidate Secret carries another leaf's key: every Envoy loading it refuses the pair",
 			desired: w.desired(nw, old), envoys: []EnvoyView{w.proxy(w.proxyOld, nw, old)},
-			cands:       []desired.Candidate{withKey(cand("eg/envoy", w.proxyNew), w.cpNew, nil), withKey(cand("eg/envoy-gateway", w.cpNew), w.cpNew, nil)},
+			cands:       []desired.Candidate{withKey(t, cand("eg/envoy", w.proxyNew), w.cpNew, nil), withKey(t, cand("eg/envoy-gateway", w.cpNew), w.cpNew, nil)},
 			wantVerdict: PreflightBreaks,
 			want: []string{
 				"accepts new_leaf_current_trust xds eg/envoy-1 <- outside",
@@ -205,7 +206,7 @@ func TestPreflight(t *testing.T) {
 		"KeyUnreadable": {
 			reason:  "a tls.key that does not parse is a pair no Envoy loads",
 			desired: w.desired(nw, old), envoys: []EnvoyView{w.proxy(w.proxyOld, nw, old)},
-			cands:       []desired.Candidate{withKey(cand("eg/envoy", w.proxyNew), nil, errors.New("no private key PEM block found"))},
+			cands:       []desired.Candidate{withKey(t, cand("eg/envoy", w.proxyNew), nil, errors.New("no private key PEM block found"))},
 			wantVerdict: PreflightBreaks,
 			want: []string{
 				"accepts new_leaf_current_trust xds (reverse) outside <- eg/envoy-1",

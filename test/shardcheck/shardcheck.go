@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,8 +64,8 @@ func Agree(t testing.TB, bin, kubeconfig string, args ...string) {
 	for i, srv := range servers {
 		parts[i] = exposition(t, srv, total, i)
 	}
-	if t.Failed() {
-		return
+	if slices.ContainsFunc(parts, func(p map[string]map[string]float64) bool { return p == nil }) {
+		return // exposition said why
 	}
 	compare(t, total, whole, parts)
 }
