@@ -67,7 +67,8 @@ type KubeOptions struct {
 	// replicas split the probing, the judging and not only the exposition. Of the desired view a
 	// fleet round keeps the sources Shard owns (the same hash on "namespace/name") and those its
 	// pods need: a pod of this shard may mount a Secret of another (shardSources). The inventory
-	// still lists and summarizes every Secret.
+	// still lists every Secret, but parses and keeps the certificates of the shard's own only
+	// (inventory.Options.Full); the others a round judges are read by name (Promote).
 	Shard func(namespace, name string) bool
 	// NoCertManager turns off reading cert-manager's Certificates and CertificateRequests
 	// (gather/certmanager.go); absent CRDs need no flag, they are not an error.
@@ -182,6 +183,7 @@ func (opt KubeOptions) InventoryOptions() inventory.Options {
 		SecretTypes: opt.SecretTypes, Layouts: opt.Layouts, SecretSelector: opt.SecretSelector,
 		ConfigMapSelector: opt.ConfigMapSelector, ConfigMapNames: opt.ConfigMapNames,
 		QPS: opt.QPS, Burst: opt.Burst, Logger: opt.Log, OnChange: opt.OnDesiredChange,
+		Full: opt.Shard,
 	}
 }
 
@@ -264,6 +266,11 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 
 	cm := s.readCertManager(ctx, sc)
 	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
+	if opt.Shard != nil {
+		// The inventory holds stubs of the Secrets this shard does not own: read those the
+		// round judges (shardSources, scopeDesired) before narrowing to them.
+		inv = s.inv.Promote(ctx, inv, promoteNamespaces(snap.Targets, sc), refs, !sc.narrowed())
+	}
 	if judged := shardSources(opt.Shard, snap.Targets, refs); judged != nil && !sc.narrowed() {
 		inv = keepDesired(inv, judged)
 		cm = shardCertManager(cm, judged)

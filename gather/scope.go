@@ -93,6 +93,25 @@ func shardSources(keep func(namespace, name string) bool, targets []kube.EnvoyTa
 	}
 }
 
+// promoteNamespaces are the namespaces whose Secrets a shard's round may judge beyond those it
+// owns (shardSources, scopeDesired): its Envoy pods' and the scope's.
+func promoteNamespaces(targets []kube.EnvoyTarget, sc Scope) []string {
+	var out []string
+	add := func(ns string) {
+		if ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	for _, t := range targets {
+		add(t.Namespace)
+	}
+	add(sc.Namespace)
+	if e, ok := ref.ParseEnvoy(sc.Envoy); ok {
+		add(e.Namespace)
+	}
+	return out
+}
+
 // shardCertManager keeps the Certificates whose Secret the shard judges (judged, from
 // shardSources): the collector exposes a Certificate with the replica that owns its Secret, and
 // each Envoy's revision of it with the replica that owns the Envoy. CertificateRequests stay:

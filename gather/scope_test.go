@@ -166,3 +166,21 @@ func TestLocalScope(t *testing.T) {
 		})
 	}
 }
+
+// TestPromoteNamespaces: a shard's round reads the stubs of its pods' namespaces and of the
+// scope's (a namespace, or one pod's), each once.
+func TestPromoteNamespaces(t *testing.T) {
+	targets := []kube.EnvoyTarget{{Namespace: "pods", Pod: "gw-0"}, {Namespace: "edge", Pod: "gw-1"}, {Namespace: "pods", Pod: "gw-2"}}
+	for _, tc := range []struct {
+		sc   Scope
+		want []string
+	}{
+		{Fleet, []string{"pods", "edge"}},
+		{InNamespace("quiet"), []string{"pods", "edge", "quiet"}},
+		{OnePod("solo", "envoy-0"), []string{"pods", "edge", "solo"}},
+	} {
+		if diff := cmp.Diff(tc.want, promoteNamespaces(targets, tc.sc)); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", tc.sc, diff)
+		}
+	}
+}

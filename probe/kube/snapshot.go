@@ -44,6 +44,8 @@ type Change struct {
 	Kind      ref.Kind // ref.Secret or ref.ConfigMap
 	Namespace string
 	Name      string
+	// Secret is the new summary (the last one for Deleted); nil for a stub, which holds no
+	// certificates (SecretSummary.Stub).
 	Secret    *SecretSummary
 	ConfigMap *ConfigMapSummary
 	// Initial marks an Added that belongs to the informer's first list. Those arrive on the

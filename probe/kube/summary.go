@@ -30,6 +30,11 @@ type SecretSummary struct {
 	Items      []ItemSummary `json:"items"`
 	// Err is set when the Secret as a whole could not be read (too many items, say).
 	Err error `json:"-"`
+	// Stub says that the inventory keeps no certificates of this Secret, only its identity and
+	// change record: a sharded serve keeps full summaries of the Secrets its shard owns, and reads
+	// the others' when a round needs them (inventory.Inventory.Promote). Snapshots never hold
+	// stubs.
+	Stub bool `json:"-"`
 }
 
 // Key is "namespace/name".

@@ -19,6 +19,11 @@ func (inv *Inventory) handler(s *listwatch.Source) cache.ResourceEventHandler {
 		switch e := obj.(type) {
 		case *secretEntry:
 			c.Namespace, c.Name, c.Secret = e.Summary.Namespace, e.Summary.Name, e.Summary
+			if e.Summary.Stub {
+				// No certificates to show: the change still asks for a round, which promotes
+				// the stub if this shard judges it (Promote).
+				c.Secret = nil
+			}
 			if op == kube.Deleted {
 				inv.changes.forget(secretKind, e.Summary.Namespace, e.Summary.Name, e.Summary.UID)
 			}
@@ -58,6 +63,8 @@ type Stats struct {
 	ListedObjects int64
 	// Events counts add/update/delete notifications delivered.
 	Events int64
+	// PromoteRequests counts the Secrets Promote read by name.
+	PromoteRequests int64
 }
 
 type stats struct {
@@ -67,6 +74,8 @@ type stats struct {
 	listRequests  atomic.Int64
 	listedObjects atomic.Int64
 	events        atomic.Int64
+	// promoteRequests counts Promote's reads.
+	promoteRequests atomic.Int64
 }
 
 func (s *stats) countSecret(typ string) {
@@ -89,5 +98,6 @@ func (inv *Inventory) Stats() Stats {
 	}
 	inv.stats.mu.Unlock()
 	return Stats{SecretsParsed: m, ConfigMapsParsed: inv.stats.configMaps.Load(),
-		ListRequests: inv.stats.listRequests.Load(), ListedObjects: inv.stats.listedObjects.Load(), Events: inv.stats.events.Load()}
+		ListRequests: inv.stats.listRequests.Load(), ListedObjects: inv.stats.listedObjects.Load(), Events: inv.stats.events.Load(),
+		PromoteRequests: inv.stats.promoteRequests.Load()}
 }

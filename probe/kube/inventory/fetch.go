@@ -119,7 +119,7 @@ func (inv *Inventory) fetchOne(ctx context.Context, r ref.Source) (*kube.SecretS
 				layouts = append(layouts, l)
 			}
 		}
-		sum := inv.summarizeSecret(s, layouts, false, inv.fetched)
+		sum := inv.summarizeSecret(s, layouts, false, inv.fetched, false)
 		if len(sum.Items) == 0 && sum.Err == nil {
 			return nil, nil, nil
 		}

@@ -36,10 +36,12 @@ type Inventory struct {
 	// sharing one tracker would make each see the other's digest as a change.
 	fetched *changeTracker
 	strings *interner // namespaces, types, field managers: see interner
-	log     *slog.Logger
-	sources []*listwatch.Source
-	stats   stats
-	started atomic.Bool
+	// promoted keeps the stubs' full summaries that Promote read (Options.Full).
+	promoted promotedCache
+	log      *slog.Logger
+	sources  []*listwatch.Source
+	stats    stats
+	started  atomic.Bool
 	// host is the API server, named when the initial list never got an answer.
 	host string
 }
@@ -248,7 +250,7 @@ func (inv *Inventory) Snapshot() kube.Snapshot {
 		for _, obj := range list {
 			switch e := obj.(type) {
 			case *secretEntry:
-				if len(e.Summary.Items) > 0 || e.Summary.Err != nil {
+				if !e.Summary.Stub && (len(e.Summary.Items) > 0 || e.Summary.Err != nil) {
 					snap.Secrets = append(snap.Secrets, e.Summary)
 				}
 			case *configMapEntry:

@@ -54,6 +54,13 @@ type Options struct {
 	QPS   float32
 	Burst int
 
+	// Full, when set, says which Secrets get a full summary: the others are kept as stubs (their
+	// identity and change record, no certificates: kube.SecretSummary.Stub), which Snapshot leaves
+	// out and Promote reads by name when a round needs them. A sharded serve sets it to its
+	// shard, so that each replica holds and parses about 1/N of the certificates although every
+	// replica lists every Secret. nil: every Secret is summarized in full.
+	Full func(namespace, name string) bool
+
 	// Limits bound the parsing of each value. Default pki.DefaultLimits.
 	Limits pki.Limits
 	// MaxItemsPerSecret bounds the items of a merged Secret. Default 1000.

@@ -30,17 +30,37 @@ type secretData struct {
 	data            map[string][]byte
 }
 
-// items parses every item that layouts find in d. fixed says that a missing certificate key is an
-// error (a kubernetes.io/tls Secret without tls.crt), not merely "no item here". CA-only layouts
-// (no Cert) are tried only when no certificate layout found an item: a Secret holding a leaf is
-// that leaf's source, its ca.crt already read beside it.
+// items parses every item that layouts find in d (itemRefs).
 func (p *parser) items(d secretData, layouts []Layout, fixed bool, now time.Time) ([]kube.ItemSummary, error) {
+	refs, err := p.itemRefs(d, layouts, fixed)
+	return p.parseItems(d, refs, now), err
+}
+
+// parseItems parses the items refs name; nil when there are none.
+func (p *parser) parseItems(d secretData, refs []itemRef, now time.Time) []kube.ItemSummary {
+	if len(refs) == 0 {
+		return nil
+	}
+	out := make([]kube.ItemSummary, len(refs))
+	for i, ref := range refs {
+		out[i] = p.item(d, ref, now)
+	}
+	return out
+}
+
+// itemRefs lists the items that layouts find in d, from its keys alone: nothing is parsed, so a
+// stub (Options.Full) and its change digest cost no certificate or key parsing. fixed says that
+// a missing certificate key is an error (a kubernetes.io/tls Secret without tls.crt), not merely
+// "no item here". CA-only layouts (no Cert) are tried only when no certificate layout found an
+// item: a Secret holding a leaf is that leaf's source, its ca.crt already read beside it. More
+// than maxItems items is an error, with the first maxItems listed.
+func (p *parser) itemRefs(d secretData, layouts []Layout, fixed bool) ([]itemRef, error) {
 	keys := make([]string, 0, len(d.data))
 	for k := range d.data {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var out []kube.ItemSummary
+	var out []itemRef
 	seen := map[string]bool{}
 	var caOnly []Layout
 	for _, l := range layouts {
@@ -56,7 +76,7 @@ func (p *parser) items(d secretData, layouts []Layout, fixed bool, now time.Time
 			if len(out) >= p.maxItems {
 				return out, fmt.Errorf("secret %s/%s: more than %d certificate items; the rest were not read", d.namespace, d.name, p.maxItems)
 			}
-			out = append(out, p.item(d, ref, now))
+			out = append(out, ref)
 		}
 	}
 	if len(out) > 0 {
@@ -65,7 +85,7 @@ func (p *parser) items(d secretData, layouts []Layout, fixed bool, now time.Time
 	for _, l := range caOnly {
 		if _, ok := d.data[l.CA]; ok {
 			// One bundle per Secret: the first CA key of the layouts' order.
-			return []kube.ItemSummary{p.item(d, itemRef{ca: l.CA}, now)}, nil
+			return []itemRef{{ca: l.CA}}, nil
 		}
 	}
 	return nil, nil

@@ -1,6 +1,8 @@
 package inventory
 
 import (
+	"bytes"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -340,4 +342,47 @@ func FuzzParserItems(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSecretDigest: the change digest moves with what the inventory reads (a certificate, a key,
+// a CA bundle added) and not with what it does not (other keys, a PEM's line breaks).
+func TestSecretDigest(t *testing.T) {
+	ca := certs.NewCA(t)
+	one, two := ca.Leaf(t), ca.Leaf(t)
+	p := &parser{maxItems: 10}
+	digestOf := func(data map[string][]byte) digest {
+		d := secretData{namespace: "ns", name: "s", data: data}
+		refs, err := p.itemRefs(d, []Layout{TLSLayout}, true)
+		return secretDigest(refs, data, err)
+	}
+	base := map[string][]byte{"tls.crt": one.CertPEM, "tls.key": one.KeyPEM}
+	with := func(k string, v []byte) map[string][]byte {
+		m := maps.Clone(base)
+		m[k] = v
+		return m
+	}
+	crlf := bytes.ReplaceAll(one.CertPEM, []byte("\n"), []byte("\r\n"))
+	der := one.Cert.Raw
+	flipped := bytes.Clone(der)
+	flipped[len(flipped)-1] ^= 1
+	for name, tc := range map[string]struct {
+		data map[string][]byte
+		same bool
+	}{
+		"CRLF line ends":       {with("tls.crt", crlf), true},
+		"a trailing newline":   {with("tls.crt", append(bytes.Clone(one.CertPEM), '\n')), true},
+		"a key nobody reads":   {with("password", []byte("hunter2")), true},
+		"another certificate":  {with("tls.crt", two.CertPEM), false},
+		"another key":          {with("tls.key", two.KeyPEM), false},
+		"a CA bundle added":    {with("ca.crt", ca.CertPEM), false},
+		"the certificate gone": {map[string][]byte{"tls.key": one.KeyPEM}, false},
+		"DER for PEM":          {with("tls.crt", der), false},
+	} {
+		if got := digestOf(tc.data) == digestOf(base); got != tc.same {
+			t.Errorf("%s: digest unchanged %v, want %v", name, got, tc.same)
+		}
+	}
+	if digestOf(with("tls.crt", der)) == digestOf(with("tls.crt", flipped)) {
+		t.Error("DER values differing in one byte have one digest")
+	}
 }

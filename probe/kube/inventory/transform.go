@@ -1,7 +1,9 @@
 package inventory
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
@@ -15,24 +17,41 @@ import (
 // transformSecret is the informer transform for Secrets: it replaces each Secret with a
 // secretEntry. It runs once per add/update/delete event and once per listed Secret; entries that
 // were already summarized (a list page, see pagedLW) pass through unchanged, which makes it
-// idempotent as client-go requires.
+// idempotent as client-go requires. A Secret Options.Full leaves out becomes a stub.
 func (inv *Inventory) transformSecret(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok {
 		return obj, nil
 	}
 	inv.stats.countSecret(string(s.Type))
-	layouts, fixed := inv.opts.Layouts, false
-	if s.Type != corev1.SecretTypeOpaque {
-		layouts, fixed = []Layout{TLSLayout}, true
-	}
-	return &secretEntry{Summary: inv.summarizeSecret(s, layouts, fixed, inv.changes)}, nil
+	layouts, fixed := inv.layoutsFor(s.Type)
+	stub := inv.opts.Full != nil && !inv.opts.Full(s.Namespace, s.Name)
+	return &secretEntry{Summary: inv.summarizeSecret(s, layouts, fixed, inv.changes, stub)}, nil
 }
 
-// summarizeSecret parses s with layouts and records its change in tracker.
-func (inv *Inventory) summarizeSecret(s *corev1.Secret, layouts []Layout, fixed bool, tracker *changeTracker) *kube.SecretSummary {
-	now := inv.opts.Now()
-	items, err := inv.parser.items(secretData{namespace: s.Namespace, name: s.Name, data: s.Data}, layouts, fixed, now)
+// layoutsFor is how the informers read a Secret of type t: Options.Layouts for Opaque Secrets,
+// the kubernetes.io/tls layout (with tls.crt required) for every other watched type.
+func (inv *Inventory) layoutsFor(t corev1.SecretType) (layouts []Layout, fixed bool) {
+	if t != corev1.SecretTypeOpaque {
+		return []Layout{TLSLayout}, true
+	}
+	return inv.opts.Layouts, false
+}
+
+// summarizeSecret reads s with layouts and records its change in tracker. A stub is summarized
+// without its items: nothing is parsed, and the change is recorded all the same (secretDigest
+// needs no parsing), so that promoting it later (Promote) keeps its ChangedAt.
+func (inv *Inventory) summarizeSecret(s *corev1.Secret, layouts []Layout, fixed bool, tracker *changeTracker, stub bool) *kube.SecretSummary {
+	sum, d := inv.readSecret(s, layouts, fixed, stub)
+	tracker.observe(trackKey{sum.Namespace, sum.Name, secretKind}, sum, &s.ObjectMeta, d, inv.opts.Now(), "f:data", "f:stringData")
+	return sum
+}
+
+// readSecret summarizes s (a stub: without parsing its items) and digests what it read, without
+// recording the change.
+func (inv *Inventory) readSecret(s *corev1.Secret, layouts []Layout, fixed bool, stub bool) (*kube.SecretSummary, digest) {
+	data := secretData{namespace: s.Namespace, name: s.Name, data: s.Data}
+	refs, err := inv.parser.itemRefs(data, layouts, fixed)
 	sum := &kube.SecretSummary{
 		Namespace:       inv.strings.get(s.Namespace),
 		Name:            s.Name,
@@ -40,11 +59,16 @@ func (inv *Inventory) summarizeSecret(s *corev1.Secret, layouts []Layout, fixed 
 		Type:            inv.strings.get(string(s.Type)),
 		ResourceVersion: s.ResourceVersion,
 		CreatedAt:       s.CreationTimestamp.UTC(),
-		Items:           items,
-		Err:             err,
 	}
-	tracker.observe(trackKey{sum.Namespace, sum.Name, secretKind}, sum, &s.ObjectMeta, secretDigest(sum), now, "f:data", "f:stringData")
-	return sum
+	switch {
+	case stub:
+		// Only a stub that would hold something is one: Snapshot leaves out both kinds, but
+		// Promote reads only stubs.
+		sum.Stub = len(refs) > 0 || err != nil
+	default:
+		sum.Items, sum.Err = inv.parser.parseItems(data, refs, inv.opts.Now()), err
+	}
+	return sum, secretDigest(refs, s.Data, err)
 }
 
 // transformConfigMap is transformSecret's counterpart for ConfigMaps.
@@ -133,6 +157,17 @@ func newChangeTracker(strings *interner) *changeTracker {
 // m describes, whose key is built from rec's strings so that the tracker shares them) and
 // remembers rec as the object's last version.
 func (t *changeTracker) observe(key trackKey, rec changeRecord, m *metav1.ObjectMeta, d digest, now time.Time, fields ...string) {
+	t.judge(key, rec, m, d, now, true, fields...)
+}
+
+// peek sets rec's change fields as observe does, without remembering rec: for a version read
+// apart from the informer (Promote), which may be older or newer than the one the informer last
+// delivered, and must not stand in for it.
+func (t *changeTracker) peek(key trackKey, rec changeRecord, m *metav1.ObjectMeta, d digest, now time.Time, fields ...string) {
+	t.judge(key, rec, m, d, now, false, fields...)
+}
+
+func (t *changeTracker) judge(key trackKey, rec changeRecord, m *metav1.ObjectMeta, d digest, now time.Time, record bool, fields ...string) {
 	writers := dataWriters(m.ManagedFields, t.strings, fields...)
 	uid, at, by, how := changesOf(rec)
 	t.mu.Lock()
@@ -168,7 +203,9 @@ func (t *changeTracker) observe(key trackKey, rec changeRecord, m *metav1.Object
 	default:
 		*at, *by, *how = m.CreationTimestamp.UTC(), "", kube.ChangedCreated
 	}
-	t.m[key] = tracked{last: rec, digest: d, writers: writers}
+	if record {
+		t.m[key] = tracked{last: rec, digest: d, writers: writers}
+	}
 }
 
 // forget drops the state of a deleted object, unless the name already belongs to a new object.
@@ -183,39 +220,71 @@ func (t *changeTracker) forget(kind objectKind, namespace, name string, uid stri
 	}
 }
 
-// secretDigest hashes what the inventory reads from a Secret: item names, keys, certificates,
-// key facts and errors.
-func secretDigest(s *kube.SecretSummary) digest {
+// secretDigest hashes what the inventory reads of a Secret: each item's keys and their values,
+// and the error that cut the items short. It needs no parsing, so a stub (Options.Full) records
+// its changes exactly as a full summary does, and a stub promoted later keeps its ChangedAt.
+// PEM values are hashed without their whitespace: a certificate written again with other line
+// breaks, CRLFs or a trailing newline is no change, as it was not when parsed certificates were
+// hashed; a label or an annotation is none either. The tls.key value goes into this in-memory
+// digest like the others (a new key is a change certdrift reads); the digest is never logged or
+// exposed.
+func secretDigest(refs []itemRef, data map[string][]byte, err error) digest {
 	h := sha256.New()
-	w := func(parts ...string) {
-		for _, p := range parts {
-			io.WriteString(h, p)
-			h.Write([]byte{0})
+	length := func(l int) { writeLength(h, l) }
+	for _, r := range refs {
+		for _, k := range [...]string{r.name, r.cert, r.key, r.ca} {
+			length(len(k))
+			io.WriteString(h, k)
 		}
-	}
-	for i := range s.Items {
-		it := &s.Items[i]
-		w("item", it.Name, it.CertKey, it.KeyKey, it.CAKey, errString(it.ChainErr), errString(it.KeyErr), errString(it.CAErr))
-		for _, c := range it.Chain {
-			h.Write(c.DER)
-			h.Write([]byte{0})
-		}
-		if it.Key != nil {
-			w("key", it.Key.Algorithm, it.Key.Format, boolString(it.Key.Matches))
-		}
-		if it.CA != nil {
-			for _, c := range it.CA.Certs {
-				w("ca")
-				h.Write(c.DER)
+		for _, k := range [...]string{r.cert, r.key, r.ca} {
+			v, ok := data[k]
+			if k == "" || !ok {
 				h.Write([]byte{0})
+				continue
 			}
+			h.Write([]byte{1})
+			writeValue(h, v)
 		}
 	}
-	w(errString(s.Err))
+	length(len(errString(err)))
+	io.WriteString(h, errString(err))
 	var sum [sha256.Size]byte
 	var out digest
 	copy(out[:], h.Sum(sum[:0]))
 	return out
+}
+
+// writeValue writes v to h, and its length after it: a PEM value without its ASCII whitespace,
+// any other (DER) as it is, since a space or newline byte in DER means something.
+func writeValue(h io.Writer, v []byte) {
+	if !bytes.Contains(v, []byte("-----BEGIN")) {
+		h.Write(v)
+		writeLength(h, len(v))
+		return
+	}
+	var buf [1024]byte
+	n, total := 0, 0
+	for _, c := range v {
+		switch c {
+		case ' ', '\t', '\n', '\r', '\v', '\f':
+			continue
+		}
+		buf[n] = c
+		n++
+		if n == len(buf) {
+			h.Write(buf[:])
+			total += n
+			n = 0
+		}
+	}
+	h.Write(buf[:n])
+	writeLength(h, total+n)
+}
+
+func writeLength(h io.Writer, l int) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(l))
+	h.Write(n[:])
 }
 
 func configMapDigest(c *kube.ConfigMapSummary) digest {
@@ -240,11 +309,4 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-func boolString(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
 }
