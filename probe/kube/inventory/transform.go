@@ -254,31 +254,29 @@ func secretDigest(refs []itemRef, data map[string][]byte, err error) digest {
 	return out
 }
 
-// writeValue writes v to h, and its length after it: a PEM value without its ASCII whitespace,
-// any other (DER) as it is, since a space or newline byte in DER means something.
+// writeValue writes v to h, and its length after it: a PEM value line by line without the
+// whitespace around each line, any other (DER) as it is, since a space or newline byte in DER
+// means something. By line rather than by byte: bytes.IndexByte finds a newline far faster than
+// a byte loop, and 100,000 Secrets are some 300 MB of values.
 func writeValue(h io.Writer, v []byte) {
 	if !bytes.Contains(v, []byte("-----BEGIN")) {
 		h.Write(v)
 		writeLength(h, len(v))
 		return
 	}
-	var buf [1024]byte
-	n, total := 0, 0
-	for _, c := range v {
-		switch c {
-		case ' ', '\t', '\n', '\r', '\v', '\f':
-			continue
+	total := 0
+	for len(v) > 0 {
+		line := v
+		if i := bytes.IndexByte(v, '\n'); i >= 0 {
+			line, v = v[:i], v[i+1:]
+		} else {
+			v = nil
 		}
-		buf[n] = c
-		n++
-		if n == len(buf) {
-			h.Write(buf[:])
-			total += n
-			n = 0
-		}
+		line = bytes.TrimSpace(line)
+		h.Write(line)
+		total += len(line)
 	}
-	h.Write(buf[:n])
-	writeLength(h, total+n)
+	writeLength(h, total)
 }
 
 func writeLength(h io.Writer, l int) {
