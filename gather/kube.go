@@ -247,6 +247,7 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 		live[i] = t.Key()
 	}
 	s.memo.Retain(live) // every discovered pod, so that a narrower scope keeps the others' entries
+	discovered := snap.Targets
 	snap.Targets = scopeTargets(shardTargets(snap.Targets, opt.Shard), sc)
 	for _, e := range snap.Errors {
 		log.Warn("envoy discovery", "source", e.Source, "err", e.Err)
@@ -266,6 +267,9 @@ func (s *Session) Gather(ctx context.Context, sc Scope) audit.Inputs {
 
 	cm := s.readCertManager(ctx, sc)
 	refs := referencedRefs(snap.Targets, admins, opt.PairingSources)
+	if opt.Shard != nil && !sc.narrowed() {
+		refs = append(refs, ownedMountedRefs(discovered, opt.Shard, refs)...)
+	}
 	if opt.Shard != nil {
 		// The inventory holds stubs of the Secrets this shard does not own: read those the
 		// round judges (shardSources, scopeDesired) before narrowing to them.
@@ -321,6 +325,27 @@ func referencedRefs(targets []kube.EnvoyTarget, admins []*envoystate.Snapshot, p
 	for _, src := range pairingSources {
 		if r, ok := ref.ParseKube(src); ok && r.Valid() {
 			add(r)
+		}
+	}
+	return out
+}
+
+// ownedMountedRefs are the sources that the shard owns (keep) and that pods of any shard mount
+// or declare, minus have. The collector exposes a source with the shard that owns it (its
+// certificates, its own findings: a CA bundle's hygiene, a parse error), but a source the
+// informers do not watch is read by name only for the pods that reference it, and those may all
+// belong to other shards; the owner reads it too, from the pods' specs, which every replica
+// discovers. (A source named only over SDS is known only to its pod's replica, from that Envoy's
+// admin.)
+func ownedMountedRefs(targets []kube.EnvoyTarget, keep func(namespace, name string) bool, have []ref.Source) []ref.Source {
+	seen := refSet(have)
+	var out []ref.Source
+	for _, t := range targets {
+		for _, r := range kube.MountedRefs(t) {
+			if !seen[r] && keep(r.Namespace, r.Name) {
+				seen[r] = true
+				out = append(out, r)
+			}
 		}
 	}
 	return out

@@ -184,3 +184,26 @@ func TestPromoteNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnedMountedRefs: a shard reads by name the sources it owns that any shard's pods mount,
+// once each and not again when already referenced; never those another shard owns.
+func TestOwnedMountedRefs(t *testing.T) {
+	pod := func(ns, name string, sources ...kube.VolumeSource) kube.EnvoyTarget {
+		return kube.EnvoyTarget{Namespace: ns, Pod: name, EnvoyContainer: "envoy",
+			Volumes: []kube.PodVolume{{Name: "certs", Sources: sources}},
+			Mounts:  []kube.VolumeMount{{Container: "envoy", Volume: "certs", MountPath: "/certs"}}}
+	}
+	bundle := kube.VolumeSource{Kind: ref.ConfigMap, Name: "bundle"}
+	targets := []kube.EnvoyTarget{
+		pod("a", "p0", bundle, kube.VolumeSource{Kind: ref.Secret, Name: "theirs"}),
+		pod("a", "p1", bundle, kube.VolumeSource{Kind: ref.Secret, Name: "mine"}),
+		pod("b", "p2", kube.VolumeSource{Kind: ref.Secret, Name: "mine"}, kube.VolumeSource{Kind: ref.Secret, Name: "known"}),
+	}
+	keep := func(ns, name string) bool { return name != "theirs" }
+	have := []ref.Source{{Kind: ref.Secret, Namespace: "b", Name: "known"}}
+	got := ownedMountedRefs(targets, keep, have)
+	want := []ref.Source{{Kind: ref.ConfigMap, Namespace: "a", Name: "bundle"}, {Kind: ref.Secret, Namespace: "a", Name: "mine"}, {Kind: ref.Secret, Namespace: "b", Name: "mine"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("owned mounted refs (-want +got):\n%s", diff)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/certdrift/certdrift/audit"
 	"github.com/certdrift/certdrift/test/certs"
+	"github.com/certdrift/certdrift/test/shardcheck"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -70,6 +71,9 @@ func TestMergedGateway(t *testing.T) {
 		t.Errorf("audit before the rotation: exit %d with findings %v, want 0 and none", code, r.findings())
 	}
 	checkMergedBindings(t, r, pods, merged.Name, hostA, hostB)
+	// Split over shards, a replica whose pod does not own the merged Opaque Secret reads it by
+	// name, with the layout, and the replicas together say what one serve does.
+	shardcheck.Agree(t, certdriftBinary(t), tb.KubeconfigPath, append([]string{"--namespace", ns}, layout...)...)
 
 	// Preflight names one item of the merged Secret as audit prints it (source/item): host b's
 	// new leaf is served under b's SNI by both replicas, each reloading it by itself; the same
