@@ -347,7 +347,7 @@ func (a *auditor) loadedFor(snap *envoystate.Snapshot, b *Binding) ([]loadedCert
 		if !s.HasCertificate || s.State == envoystate.SecretWarming {
 			continue
 		}
-		if (b.Secret != "" && s.Name == b.Secret) || (s.CertFile != "" && files[filepath.Clean(s.CertFile)]) {
+		if b.Loads(s) || (s.CertFile != "" && files[filepath.Clean(s.CertFile)]) {
 			if s.CertFile != "" {
 				files[filepath.Clean(s.CertFile)] = true
 			}

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/certdrift/certdrift/config"
@@ -130,3 +131,13 @@ type Binding struct {
 
 // Inferred reports whether the binding is a heuristic match.
 func (b Binding) Inferred() bool { return b.Origin == "inferred" }
+
+// Loads reports whether a certificate secret of the Envoy's config_dump is where b is held: by
+// its SDS name, or by the certificate file it reads (a secret whose certificate_chain is a
+// filename that a binding by mount path names, under a name no binding knows). The audit judges
+// the loaded view through it (loadedFor), and the collector labels loaded certificates with
+// their source through it, so the two agree about which secret holds a binding.
+func (b Binding) Loads(s envoystate.Secret) bool {
+	return (b.Secret != "" && s.Name == b.Secret) ||
+		(s.CertFile != "" && isFilePath(b.File) && filepath.Clean(s.CertFile) == filepath.Clean(b.File))
+}

@@ -148,7 +148,7 @@ func (s *certSeriesSet) loaded(a *envoystate.Snapshot, namespace, envoy string, 
 		inlined = true
 		src, item := "", ""
 		for _, b := range bs {
-			if b.Secret == sec.Name {
+			if b.Loads(sec) {
 				src, item = b.Source, b.Item
 				break
 			}

@@ -252,7 +252,7 @@ func TestEGCARotation(t *testing.T) {
 		t.Helper()
 		code, r := runAudit(t, ns, append([]string{"--config", egcaPairings(t), "--grace", "1ms"}, args...)...)
 		for _, b := range r.Bindings {
-			t.Logf("OBSERVED [%s]   binding %s %s trust=%v -> %q %s origin %s", phase, b.Envoy, b.Source, b.Trust, b.Secret, b.State, b.Origin)
+			t.Logf("OBSERVED [%s]   binding %s %s trust=%v -> %q file %q %s origin %s", phase, b.Envoy, b.Source, b.Trust, b.Secret, b.File, b.State, b.Origin)
 		}
 		return code, r
 	}
