@@ -134,9 +134,13 @@ func baseTemplate(o *options, key crypto.Signer) *x509.Certificate {
 		nb = now.Add(-time.Hour)
 	}
 	if na.IsZero() {
-		na = now.Add(365 * 24 * time.Hour)
+		// A year and half a day: Envoy's /certs prints whole days_until_expiration, which for a
+		// leaf expiring exactly a year from now drops from 365 to 364 as the second it was minted
+		// ends, so two reads of an unchanged Envoy could differ. Half a day keeps the count still
+		// for as long as a test runs.
+		na = now.Add(365*24*time.Hour + 12*time.Hour)
 		if na.Before(nb) {
-			na = nb.Add(365 * 24 * time.Hour)
+			na = nb.Add(365*24*time.Hour + 12*time.Hour)
 		}
 	}
 	serial := o.serial
